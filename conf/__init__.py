@@ -1,0 +1,1 @@
+"""Hydra configuration groups; installed as the package ``dali_pipes.conf``."""

@@ -1,0 +1,46 @@
+"""dali_pipes: GPU-fed image pipelines (NVIDIA DALI) behind a torch DataLoader contract.
+
+``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
+``DALIIterator(root, ...)`` is the DALI loader with plain keyword arguments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
+
+if TYPE_CHECKING:
+    from dali_pipes.backends.base import Loader
+    from dali_pipes.config import build_loader, compose_config
+    from dali_pipes.iterator import DALIIterator
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DALIIterator": "dali_pipes.iterator",
+    "build_loader": "dali_pipes.config",
+    "compose_config": "dali_pipes.config",
+    "Loader": "dali_pipes.backends.base",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import heavy pieces (torch, Hydra, DALI) only when they are used."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dali_pipes' has no attribute {name!r}")
+
+
+__all__ = [
+    "ConfigError",
+    "DALIIterator",
+    "DaliPipesError",
+    "DataError",
+    "DeviceError",
+    "Loader",
+    "build_loader",
+    "compose_config",
+]

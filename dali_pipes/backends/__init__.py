@@ -1,0 +1,41 @@
+"""Backend registry: a name in ``backend.name`` -> the loader class that implements it.
+
+Modules are imported on first use, so choosing the torch backend never imports DALI.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from dali_pipes.backends.base import Loader
+from dali_pipes.errors import ConfigError
+from dali_pipes.spec import LoaderSpec
+
+_BACKENDS = {
+    "dali": "dali_pipes.backends.dali:DaliLoader",
+    "torch": "dali_pipes.backends.torch:TorchLoader",
+    "synthetic": "dali_pipes.backends.synthetic:SyntheticLoader",
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_BACKENDS)
+
+
+def loader_class(name: str) -> type[Loader]:
+    try:
+        target = _BACKENDS[name]
+    except KeyError:
+        raise ConfigError(
+            f"backend={name!r} is unknown: choose one of {', '.join(_BACKENDS)}"
+        ) from None
+    module, _, attr = target.partition(":")
+    cls: type[Loader] = getattr(importlib.import_module(module), attr)
+    return cls
+
+
+def create_loader(spec: LoaderSpec) -> Loader:
+    return loader_class(spec.backend.name)(spec)
+
+
+__all__ = ["Loader", "create_loader", "loader_class", "names"]

@@ -1,0 +1,36 @@
+"""synthetic backend: one random batch already on the device, real labels and order.
+
+This is the throughput ceiling (what training reaches when input costs nothing). Labels,
+order, sharding and ``len`` follow the dataset exactly like the real backends, so a
+training run on it is a fair stand-in; only the pixels are random.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from dali_pipes.backends.base import Loader
+from dali_pipes.device import resolve_device
+from dali_pipes.normalize import TORCH_DTYPES, Batch
+from dali_pipes.spec import LoaderSpec
+
+
+class SyntheticLoader(Loader):
+    def __init__(self, spec: LoaderSpec) -> None:
+        super().__init__(spec)
+        self.device = resolve_device(spec.backend.device, "synthetic")
+        size = spec.augment.out_size(spec.train)
+        g = torch.Generator().manual_seed(spec.sampling.seed)
+        images = torch.randn(spec.batch_size, 3, size, size, generator=g)
+        fmt = torch.channels_last if spec.augment.channels_last else torch.contiguous_format
+        self._images = images.to(
+            self.device, dtype=TORCH_DTYPES[spec.augment.dtype], memory_format=fmt
+        )
+        self._labels = torch.from_numpy(spec.source.labels)
+
+    def _epoch(self, epoch: int) -> Iterator[Batch]:
+        for batch in self.sampler.batches(epoch, self.spec.batch_size):
+            labels = self._labels[torch.from_numpy(batch)].to(self.device, non_blocking=True)
+            yield self._images[: len(batch)], labels

@@ -1,0 +1,25 @@
+"""The one exception family users see.
+
+Every error a user can fix (a wrong path, a bad config value, a file that is not an image,
+a device that is not there) is raised as a :class:`DaliPipesError` whose message is one
+line naming the path or value and what to do. Entry points print that line instead of a
+stack trace; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class DaliPipesError(Exception):
+    """Base class: a problem the user can act on, described in one line."""
+
+
+class ConfigError(DaliPipesError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+
+class DataError(DaliPipesError):
+    """A dataset path or file cannot be used (missing, empty, not an image, ...)."""
+
+
+class DeviceError(DaliPipesError):
+    """The requested device (for example a GPU) is not available on this machine."""

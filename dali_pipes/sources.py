@@ -1,0 +1,133 @@
+"""Dataset discovery: which files, which labels, which classes.
+
+Folder discovery reproduces torchvision's ``ImageFolder`` exactly (sorted class folders,
+sorted ``os.walk`` order, case-insensitive extensions), so class indices and sample order
+are the ones a user of ``ImageFolder`` already has. Every backend reads the same
+:class:`ImageSource`; a synthetic source has labels but no files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.spec import DataSpec, FolderData, SampleData, SyntheticData
+
+log = logging.getLogger(__name__)
+
+#: Formats both backends decode (torchvision.io and DALI's decoders).
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
+#: Formats ImageFolder would list but torchvision.io cannot decode.
+UNSUPPORTED_EXTENSIONS = (".bmp", ".ppm", ".pgm", ".tif", ".tiff")
+SPLITS = ("train", "val")
+
+
+@dataclass(frozen=True, eq=False)
+class ImageSource:
+    """Image files of one split with ImageFolder labels."""
+
+    root: str
+    files: tuple[str, ...]
+    labels: np.ndarray = field(repr=False)  # int64, one per file
+    classes: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+
+@dataclass(frozen=True, eq=False)
+class SyntheticSource:
+    """``num_samples`` virtual samples, label ``i % num_classes``; nothing to decode."""
+
+    num_samples: int
+    num_classes: int
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.arange(self.num_samples, dtype=np.int64) % self.num_classes
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return tuple(f"class_{i}" for i in range(self.num_classes))
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+Source = Union[ImageSource, SyntheticSource]
+
+
+def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
+    """List ``root/<class>/**/<image>`` like ``torchvision.datasets.ImageFolder``."""
+    top = Path(root).expanduser()
+    if not top.exists():
+        raise DataError(f"data root {top} does not exist; set data.root to an image folder")
+    if not top.is_dir():
+        raise DataError(f"data root {top} is not a directory; set data.root to an image folder")
+    classes = sorted(e.name for e in os.scandir(top) if e.is_dir())
+    if not classes:
+        raise DataError(
+            f"data root {top} has no class folders; expected {top}/<class>/<image>.jpg"
+        )
+    files: list[str] = []
+    labels: list[int] = []
+    ignored = 0
+    for index, name in enumerate(classes):
+        found = 0
+        for dirpath, _, fnames in sorted(os.walk(top / name, followlinks=True)):
+            for fname in sorted(fnames):
+                ext = os.path.splitext(fname)[1].lower()
+                path = os.path.join(dirpath, fname)
+                if ext in IMAGE_EXTENSIONS:
+                    files.append(path)
+                    labels.append(index)
+                    found += 1
+                elif ext in UNSUPPORTED_EXTENSIONS:
+                    raise DataError(
+                        f"{path}: {ext} images are not supported; "
+                        f"convert it to JPEG or PNG, or remove it"
+                    )
+                else:
+                    ignored += 1
+        if found == 0:
+            raise DataError(
+                f"class folder {top / name} has no images ({', '.join(IMAGE_EXTENSIONS)}); "
+                "add images or remove the folder"
+            )
+    if ignored:
+        log.info("%s: ignored %d files without an image extension", top, ignored)
+    return ImageSource(
+        root=str(top),
+        files=tuple(files),
+        labels=np.asarray(labels, dtype=np.int64),
+        classes=tuple(classes),
+    )
+
+
+def open_source(data: DataSpec, split: str) -> Source:
+    """Resolve a data config into the source of one split (``train`` or ``val``)."""
+    if split not in SPLITS:
+        raise ConfigError(f"split={split!r} is invalid: choose one of {SPLITS}")
+    if isinstance(data, SyntheticData):
+        return SyntheticSource(data.num_samples, data.num_classes)
+    if isinstance(data, SampleData):
+        from dali_pipes.sample_data import ensure_sample_dataset
+
+        root = ensure_sample_dataset(data.root, data.train_per_class, data.val_per_class)
+        return discover_folder(root / split)
+    if isinstance(data, FolderData):
+        if not data.root:
+            raise ConfigError("data.root is not set: pass data.root=/path/to/images")
+        sub = data.train_dir if split == "train" else data.val_dir
+        return discover_folder(Path(data.root) / sub if sub else Path(data.root))
+    raise ConfigError(f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic")

@@ -1,0 +1,284 @@
+"""Backend-neutral description of a loader, validated once.
+
+The dataclasses here are both the typed Hydra schemas (YAML keys equal the field names;
+see :mod:`dali_pipes.config`) and the frozen specs the backends consume, so a default
+lives in exactly one place and a plain-Python user (``DALIIterator(...)``) gets the same
+defaults as ``python -m dali_pipes.train``. ``__post_init__`` checks ranges and turns
+lists that OmegaConf produces back into tuples, so a spec is hashable and immutable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from dali_pipes.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dali_pipes.sources import Source
+
+DTYPES = ("float32", "float16", "bfloat16")
+DEVICES = ("auto", "gpu", "cpu")
+ON_ERROR = ("raise",)
+
+
+def _check(ok: bool, key: str, value: Any, need: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is invalid: {need}")
+
+
+def _pair(obj: Any, name: str, key: str) -> tuple[float, float]:
+    value = tuple(float(v) for v in getattr(obj, name))
+    _check(len(value) == 2, key, value, "expected two numbers [low, high]")
+    object.__setattr__(obj, name, value)
+    return value  # type: ignore[return-value]
+
+
+def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
+    value = tuple(float(v) for v in getattr(obj, name))
+    _check(len(value) == 3, key, value, "expected three numbers, one per RGB channel")
+    object.__setattr__(obj, name, value)
+    return value  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- augment
+
+
+@dataclass(frozen=True)
+class TrainAugment:
+    """Random-resized-crop + horizontal flip, torchvision's ``RandomResizedCrop`` semantics."""
+
+    size: int = 224
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)
+    flip_prob: float = 0.5
+
+    def __post_init__(self) -> None:
+        _check(self.size >= 1, "augment.train.size", self.size, "must be >= 1")
+        lo, hi = _pair(self, "scale", "augment.train.scale")
+        _check(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
+        lo, hi = _pair(self, "ratio", "augment.train.ratio")
+        _check(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
+        _check(
+            0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1"
+        )
+
+
+@dataclass(frozen=True)
+class EvalAugment:
+    """Resize the shorter side, then centre-crop (torchvision ``Resize`` + ``CenterCrop``)."""
+
+    resize: int = 256
+    crop: int = 224
+
+    def __post_init__(self) -> None:
+        _check(self.crop >= 1, "augment.val.crop", self.crop, "must be >= 1")
+        _check(
+            self.resize >= self.crop,
+            "augment.val.resize",
+            self.resize,
+            f"must be >= augment.val.crop ({self.crop}) so the centre crop fits",
+        )
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """What both backends do to every image, and the output format of a batch."""
+
+    train: TrainAugment = field(default_factory=TrainAugment)
+    val: EvalAugment = field(default_factory=EvalAugment)
+    # On the 0-1 scale, like torchvision's Normalize; backends multiply by 255.
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    dtype: str = "float32"
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        _triple(self, "mean", "augment.mean")
+        std = _triple(self, "std", "augment.std")
+        _check(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
+        _check(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+
+    def out_size(self, train: bool) -> int:
+        return self.train.size if train else self.val.crop
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Fields every dataset kind shares; ``batch_size`` is per process (per GPU)."""
+
+    name: str = "folder"
+    batch_size: int = 64
+    drop_last: bool = False
+    on_error: str = "raise"
+
+    def __post_init__(self) -> None:
+        _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
+        _check(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
+
+
+@dataclass(frozen=True)
+class FolderData(DataSpec):
+    """An ImageFolder tree: ``root/<class>/<image>``.
+
+    With ``train_dir``/``val_dir`` set (``imagenet``: ``train`` and ``val``) each split reads
+    its own subfolder; with them unset both splits read ``root`` itself.
+    """
+
+    root: Optional[str] = None
+    train_dir: Optional[str] = None
+    val_dir: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SampleData(DataSpec):
+    """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
+
+    name: str = "sample"
+    root: Optional[str] = None
+    train_per_class: int = 120
+    val_per_class: int = 40
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("train_per_class", "val_per_class"):
+            value = getattr(self, key)
+            _check(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class SyntheticData(DataSpec):
+    """No files at all: ``num_samples`` virtual samples for the synthetic backend."""
+
+    name: str = "synthetic"
+    num_samples: int = 1024
+    num_classes: int = 1000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.num_samples >= 1, "data.num_samples", self.num_samples, "must be >= 1")
+        _check(self.num_classes >= 1, "data.num_classes", self.num_classes, "must be >= 1")
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """``device``: where batches are produced and returned (auto = GPU when usable)."""
+
+    name: str = "dali"
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check(self.device in DEVICES, "backend.device", self.device, f"choose one of {DEVICES}")
+
+
+@dataclass(frozen=True)
+class DaliBackend(BackendSpec):
+    """NVIDIA DALI: nvJPEG decode + GPU augmentation, or DALI's CPU operators.
+
+    ``num_threads=None`` uses this process's share of the CPU cores. The preallocation
+    hints and paddings are passed to DALI's decoder (0 keeps DALI's own default).
+    """
+
+    name: str = "dali"
+    num_threads: Optional[int] = None
+    prefetch_queue_depth: int = 2
+    hw_decoder_load: float = 0.65
+    preallocate_width_hint: int = 0
+    preallocate_height_hint: int = 0
+    device_memory_padding: int = 0
+    host_memory_padding: int = 0
+    read_ahead: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_threads is not None:
+            _check(self.num_threads >= 1, "backend.num_threads", self.num_threads, "must be >= 1")
+        _check(
+            self.prefetch_queue_depth >= 1,
+            "backend.prefetch_queue_depth",
+            self.prefetch_queue_depth,
+            "must be >= 1",
+        )
+        _check(
+            0.0 <= self.hw_decoder_load <= 1.0,
+            "backend.hw_decoder_load",
+            self.hw_decoder_load,
+            "need 0..1",
+        )
+        for key in (
+            "preallocate_width_hint",
+            "preallocate_height_hint",
+            "device_memory_padding",
+            "host_memory_padding",
+            "read_ahead",
+        ):
+            value = getattr(self, key)
+            _check(value >= 0, f"backend.{key}", value, "must be >= 0")
+
+
+@dataclass(frozen=True)
+class TorchBackend(BackendSpec):
+    """torchvision decode + transforms v2 in DataLoader workers (the parity reference)."""
+
+    name: str = "torch"
+    num_workers: Optional[int] = None
+    pin_memory: bool = True
+    persistent_workers: bool = True
+    prefetch_factor: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_workers is not None:
+            _check(self.num_workers >= 0, "backend.num_workers", self.num_workers, "must be >= 0")
+        _check(
+            self.prefetch_factor >= 1, "backend.prefetch_factor", self.prefetch_factor, "must be >= 1"
+        )
+
+
+@dataclass(frozen=True)
+class SyntheticBackend(BackendSpec):
+    """Batches already on the device: the throughput ceiling, no decoding at all."""
+
+    name: str = "synthetic"
+
+
+# --------------------------------------------------------------------------- loader
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """Which samples this process reads in which order (DistributedSampler semantics)."""
+
+    seed: int = 0
+    shuffle: bool = True
+    drop_last: bool = False
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check(self.world_size >= 1, "world_size", self.world_size, "must be >= 1")
+        _check(
+            0 <= self.rank < self.world_size,
+            "rank",
+            self.rank,
+            f"must be in [0, world_size={self.world_size})",
+        )
+        _check(self.seed >= 0, "seed", self.seed, "must be >= 0")
+
+
+@dataclass(frozen=True, eq=False)
+class LoaderSpec:
+    """Everything a backend needs to build one split's loader, already validated."""
+
+    source: Source
+    train: bool
+    batch_size: int
+    augment: AugmentSpec
+    sampling: SamplingSpec
+    backend: BackendSpec
