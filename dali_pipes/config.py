@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -73,7 +73,7 @@ def _writable(node: Any) -> None:
     OmegaConf.set_readonly(node, None)
     if isinstance(node, DictConfig):
         for key in node:
-            child = node._get_node(key)  # noqa: SLF001 - the node itself, not its value
+            child = node._get_node(key)
             if isinstance(child, DictConfig):
                 _writable(child)
 
@@ -94,11 +94,17 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "train") ->
 
 
 def _one_line(exc: BaseException) -> str:
-    parts = [str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__]
+    """Hydra/OmegaConf errors span several lines; keep the ones a user acts on."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if "Available options" in str(exc):  # an unknown option: list the real ones
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("Available options"))
+        options = [ln for ln in lines[start + 1 :] if ":" not in ln and "=" not in ln]
+        text += f"; choose one of {', '.join(options)}"
     cause = exc.__cause__
     if cause is not None and str(cause).strip():
-        parts.append(str(cause).strip().splitlines()[0])
-    return ": ".join(parts)
+        text += ": " + str(cause).strip().splitlines()[0]
+    return text
 
 
 def to_spec(node: Any, kind: type[T]) -> T:
@@ -116,13 +122,15 @@ def loader_spec(
     cfg: DictConfig,
     split: str,
     *,
-    rank: Optional[int] = None,
-    world_size: Optional[int] = None,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> LoaderSpec:
     """Everything the backend needs for ``split`` (train or val) of a composed config."""
     backend_name = str(cfg.backend.get("name", ""))
     if backend_name not in names():
-        raise ConfigError(f"backend={backend_name!r} is unknown: choose one of {', '.join(names())}")
+        raise ConfigError(
+            f"backend={backend_name!r} is unknown: choose one of {', '.join(names())}"
+        )
     data = to_spec(cfg.data, DataSpec)
     augment = to_spec(cfg.augment, AugmentSpec)
     backend = to_spec(cfg.backend, BackendSpec)
@@ -149,8 +157,8 @@ def build_loader(
     cfg: DictConfig,
     split: str = "train",
     *,
-    rank: Optional[int] = None,
-    world_size: Optional[int] = None,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> Loader:
     """A loader for ``split`` with the batch contract, from a composed Hydra config.
 

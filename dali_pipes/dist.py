@@ -28,7 +28,9 @@ def placement() -> Placement:
     local_world = int(env.get("LOCAL_WORLD_SIZE", 1))
     if tdist.is_available() and tdist.is_initialized():
         return Placement(tdist.get_rank(), tdist.get_world_size(), local_rank, local_world)
-    return Placement(int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, local_world)
+    return Placement(
+        int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), local_rank, local_world
+    )
 
 
 def cpu_share() -> int:

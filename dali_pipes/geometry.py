@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from dali_pipes.spec import AugmentSpec, EvalAugment, TrainAugment
 
@@ -137,10 +138,10 @@ def plan_eval(aug: EvalAugment, sizes: np.ndarray) -> Geometry:
 
 
 def plan(
-    aug: AugmentSpec, train: bool, sizes: np.ndarray, ids: np.ndarray, seed: int, epoch: int
+    aug: AugmentSpec, train: bool, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int
 ) -> Geometry:
     """Geometry for images of ``sizes`` ([B, 2] height, width) with sample ids ``ids``."""
-    sizes = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+    hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
     if train:
-        return plan_train(aug.train, sizes, np.asarray(ids), seed, epoch)
-    return plan_eval(aug.val, sizes)
+        return plan_train(aug.train, hw, np.asarray(ids), seed, epoch)
+    return plan_eval(aug.val, hw)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from dali_pipes.errors import DataError
 
 # JPEG start-of-frame markers (baseline, extended, progressive, lossless, arithmetic ...);
@@ -17,9 +19,9 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE = frozenset(range(0xD0, 0xDA)) | {0x01}  # RSTn, SOI, EOI, TEM: no length field
 
 
-def image_size(data: bytes | memoryview, path: str = "<bytes>") -> tuple[int, int]:
+def image_size(data: bytes | memoryview | np.ndarray, path: str = "<bytes>") -> tuple[int, int]:
     """Return (height, width) of a JPEG, PNG or WebP image, or raise :class:`DataError`."""
-    buf = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    buf: bytes | memoryview = data if isinstance(data, bytes) else memoryview(data).cast("B")  # type: ignore[arg-type]
     head = bytes(buf[:16])
     if head[:2] == b"\xff\xd8":
         h, w = _jpeg_size(buf, path)

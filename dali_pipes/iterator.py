@@ -15,7 +15,6 @@ Keyword defaults are the config defaults (they are read from the same dataclasse
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from omegaconf import DictConfig
 
@@ -63,13 +62,13 @@ class DALIIterator(DaliLoader):
         dtype: str = _AUG.dtype,
         channels_last: bool = _AUG.channels_last,
         drop_last: bool = DataSpec.drop_last,
-        shuffle: Optional[bool] = None,
+        shuffle: bool | None = None,
         seed: int = SamplingSpec.seed,
-        num_threads: Optional[int] = DaliBackend.num_threads,
+        num_threads: int | None = DaliBackend.num_threads,
         prefetch_queue_depth: int = DaliBackend.prefetch_queue_depth,
         hw_decoder_load: float = DaliBackend.hw_decoder_load,
-        rank: Optional[int] = None,
-        world_size: Optional[int] = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> None:
         where = placement()
         augment = AugmentSpec(
@@ -111,13 +110,13 @@ class DALIIterator(DaliLoader):
         cfg: DictConfig,
         split: str = "train",
         *,
-        rank: Optional[int] = None,
-        world_size: Optional[int] = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ) -> DaliLoader:
         """The DALI loader a composed config describes (``backend`` must be ``dali``)."""
         if cfg.backend.get("name") != "dali":
             raise ConfigError(
-                f"DALIIterator.from_config needs backend=dali, got backend={cfg.backend.get('name')!r}; "
-                "use dali_pipes.build_loader for other backends"
+                "DALIIterator.from_config needs backend=dali, got "
+                f"backend={cfg.backend.get('name')!r}; use dali_pipes.build_loader for others"
             )
         return DaliLoader(loader_spec(cfg, split, rank=rank, world_size=world_size))

@@ -44,10 +44,8 @@ class ShardSampler:
         else:
             order = np.arange(n)
         total = self.num_samples * self.spec.world_size
-        if total > n:  # pad with the head of the order, repeated if needed
-            order = np.resize(order, total)
-        else:
-            order = order[:total]
+        # Pad with the head of the order (repeated if needed), or drop the uneven tail.
+        order = np.resize(order, total) if total > n else order[:total]
         return order[self.spec.rank : total : self.spec.world_size].astype(np.int64)
 
     def num_batches(self, batch_size: int) -> int:

@@ -12,7 +12,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 import numpy as np
 
@@ -64,7 +63,7 @@ class SyntheticSource:
         return self.num_samples
 
 
-Source = Union[ImageSource, SyntheticSource]
+Source = ImageSource | SyntheticSource
 
 
 def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
@@ -76,9 +75,7 @@ def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
         raise DataError(f"data root {top} is not a directory; set data.root to an image folder")
     classes = sorted(e.name for e in os.scandir(top) if e.is_dir())
     if not classes:
-        raise DataError(
-            f"data root {top} has no class folders; expected {top}/<class>/<image>.jpg"
-        )
+        raise DataError(f"data root {top} has no class folders; expected {top}/<class>/<image>.jpg")
     files: list[str] = []
     labels: list[int] = []
     ignored = 0
@@ -130,4 +127,6 @@ def open_source(data: DataSpec, split: str) -> Source:
             raise ConfigError("data.root is not set: pass data.root=/path/to/images")
         sub = data.train_dir if split == "train" else data.val_dir
         return discover_folder(Path(data.root) / sub if sub else Path(data.root))
-    raise ConfigError(f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic")
+    raise ConfigError(
+        f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic"
+    )

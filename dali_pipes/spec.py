@@ -10,7 +10,7 @@ lists that OmegaConf produces back into tuples, so a spec is hashable and immuta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from dali_pipes.errors import ConfigError
 
@@ -59,9 +59,7 @@ class TrainAugment:
         _check(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
         lo, hi = _pair(self, "ratio", "augment.train.ratio")
         _check(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
-        _check(
-            0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1"
-        )
+        _check(0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1")
 
 
 @dataclass(frozen=True)
@@ -128,9 +126,9 @@ class FolderData(DataSpec):
     its own subfolder; with them unset both splits read ``root`` itself.
     """
 
-    root: Optional[str] = None
-    train_dir: Optional[str] = None
-    val_dir: Optional[str] = None
+    root: str | None = None
+    train_dir: str | None = None
+    val_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +136,7 @@ class SampleData(DataSpec):
     """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
 
     name: str = "sample"
-    root: Optional[str] = None
+    root: str | None = None
     train_per_class: int = 120
     val_per_class: int = 40
 
@@ -186,7 +184,7 @@ class DaliBackend(BackendSpec):
     """
 
     name: str = "dali"
-    num_threads: Optional[int] = None
+    num_threads: int | None = None
     prefetch_queue_depth: int = 2
     hw_decoder_load: float = 0.65
     preallocate_width_hint: int = 0
@@ -227,7 +225,7 @@ class TorchBackend(BackendSpec):
     """torchvision decode + transforms v2 in DataLoader workers (the parity reference)."""
 
     name: str = "torch"
-    num_workers: Optional[int] = None
+    num_workers: int | None = None
     pin_memory: bool = True
     persistent_workers: bool = True
     prefetch_factor: int = 2
@@ -237,7 +235,10 @@ class TorchBackend(BackendSpec):
         if self.num_workers is not None:
             _check(self.num_workers >= 0, "backend.num_workers", self.num_workers, "must be >= 0")
         _check(
-            self.prefetch_factor >= 1, "backend.prefetch_factor", self.prefetch_factor, "must be >= 1"
+            self.prefetch_factor >= 1,
+            "backend.prefetch_factor",
+            self.prefetch_factor,
+            "must be >= 1",
         )
 
 

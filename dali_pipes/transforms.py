@@ -26,7 +26,7 @@ def _clamped_weights(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarr
     """
     scale = n_in / n_res
     support = max(scale, 1.0)
-    reach = int(math.ceil(support)) + 1
+    reach = math.ceil(support) + 1
     centres = (lines + 0.5) * scale
     taps = np.floor(centres)[:, None] + np.arange(-reach, reach + 1)[None, :]
     w = np.maximum(0.0, 1.0 - np.abs(taps + 0.5 - centres[:, None]) / support)
@@ -35,10 +35,12 @@ def _clamped_weights(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarr
     dense = np.zeros((len(lines), n_in), dtype=np.float64)
     rows = np.repeat(np.arange(len(lines)), taps.shape[1])
     np.add.at(dense, (rows, np.clip(taps, 0, n_in - 1).astype(np.int64).ravel()), w.ravel())
-    return dense, outside.any(axis=1)
+    return dense, np.asarray(outside.any(axis=1))
 
 
-def _fix_edges(out: torch.Tensor, window: torch.Tensor, resize: tuple[int, int], crop: tuple[int, int]) -> torch.Tensor:
+def _fix_edges(
+    out: torch.Tensor, window: torch.Tensor, resize: tuple[int, int], crop: tuple[int, int]
+) -> torch.Tensor:
     """Recompute the output lines whose filter crosses the window edge, DALI style."""
     (h, w), (oh, ow) = window.shape[-2:], out.shape[-2:]
     rows = np.arange(oh) + crop[0]
@@ -76,7 +78,9 @@ def apply_geometry(
     """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample."""
     x, y, w, h = window
     region = image[:, y : y + h, x : x + w]
-    resized = F.resize(region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+    resized = F.resize(
+        region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
+    )
     result = resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]]
     result = _fix_edges(result, region, resize, crop)
     if flip:

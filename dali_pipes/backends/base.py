@@ -55,15 +55,18 @@ class Loader(ABC):
         self._next_epoch = int(epoch)
 
     def __iter__(self) -> Iterator[Batch]:
+        return self._epoch(self._take_epoch())
+
+    def _take_epoch(self) -> int:
         epoch = self._next_epoch
         self._next_epoch = epoch + 1
-        return self._epoch(epoch)
+        return epoch
 
     @abstractmethod
     def _epoch(self, epoch: int) -> Iterator[Batch]:
         """Yield one epoch's batches."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, most loaders hold nothing
         """Release worker processes, threads and pipelines (also done on garbage collection)."""
 
     def __enter__(self) -> Loader:

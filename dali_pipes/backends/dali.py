@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -97,9 +97,8 @@ class _Feed:
         if ahead < len(self._plan):
             self._reads.append(self._submit(self._plan[ahead]))
         self._next += 1
-        sizes = np.array(
-            [image_size(blob, self.files[i]) for blob, i in zip(blobs, batch)], dtype=np.int64
-        )
+        paths = [self.files[i] for i in batch]
+        sizes = np.array([image_size(b, p) for b, p in zip(blobs, paths, strict=True)])
         g = geometry.plan(self.augment, self.train, sizes, batch, self.seed, self._epoch)
         roi_start, roi_end = g.roi()
         self.in_flight.append(batch)
@@ -135,12 +134,13 @@ class DaliLoader(Loader):
         self.num_threads = self.options.num_threads or cpu_share()
         self._feed = _Feed(self, threads=min(8, max(2, self.num_threads)))
         self._pipe: Any = None
-        self._active: Iterator[Batch] | None = None
+        self._active: Generator[Batch, None, None] | None = None
 
     def _check_dali_gpu(self) -> None:
         from nvidia.dali import backend as dali_backend
 
-        if dali_backend.GetCUDADeviceCount() <= self.device.index:
+        count = dali_backend.GetCUDADeviceCount()  # type: ignore[attr-defined]
+        if count <= (self.device.index or 0):
             raise DeviceError(
                 f"backend=dali device={self.options.device}: DALI sees no CUDA device "
                 f"{self.device.index}; check the driver or use backend.device=cpu"
@@ -227,10 +227,10 @@ class DaliLoader(Loader):
     def __iter__(self) -> Iterator[Batch]:
         if self._active is not None:  # an earlier epoch was left mid-way: drain it first
             self._active.close()
-        self._active = super().__iter__()
+        self._active = self._epoch(self._take_epoch())
         return self._active
 
-    def _epoch(self, epoch: int) -> Iterator[Batch]:
+    def _epoch(self, epoch: int) -> Generator[Batch, None, None]:
         if self._pipe is None:
             self._pipe = self._build()
         pipe = self._pipe
@@ -306,7 +306,10 @@ class DaliLoader(Loader):
             except DataError as bad:
                 return bad
         detail = str(exc).strip().splitlines()
-        reason = next((line for line in detail if "rror" in line and "pipeline" not in line), detail[0] if detail else "")
+        reason = next(
+            (line for line in detail if "rror" in line and "pipeline" not in line),
+            detail[0] if detail else "",
+        )
         return DataError(f"DALI failed on a batch of {len(suspects)} files ({reason.strip()})")
 
     def close(self) -> None:

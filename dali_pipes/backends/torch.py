@@ -8,10 +8,10 @@ uint8 and are normalised in the main process, on a CUDA side stream when on a GP
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision.io import ImageReadMode, decode_image, read_file
@@ -21,6 +21,7 @@ from dali_pipes.backends.base import Loader
 from dali_pipes.device import resolve_device
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch, Normalizer, normalized
 from dali_pipes.sampling import ShardSampler
 from dali_pipes.sources import ImageSource
@@ -36,12 +37,18 @@ def decode(path: str) -> torch.Tensor:
     try:
         data = read_file(path)
     except (OSError, RuntimeError) as exc:
-        raise DataError(f"{path}: cannot read the file ({exc}); check it exists and is readable") from None
+        raise DataError(
+            f"{path}: cannot read the file ({exc}); check it exists and is readable"
+        ) from None
+    image_size(memoryview(data.numpy()), path)  # the same "not an image" message as DALI's
     try:
         return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)
     except RuntimeError as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"{path}: cannot decode the image ({reason}); remove or replace it") from None
+        # torchvision prefixes the reason with its C++ source location; drop that.
+        reason = re.sub(r"^.*?\.cpp:\d+,\s*", "", str(exc).strip().splitlines()[0])
+        raise DataError(
+            f"{path}: cannot decode the image ({reason}); remove or replace it"
+        ) from None
 
 
 class _Samples(Dataset[tuple[torch.Tensor, int]]):
@@ -55,7 +62,7 @@ class _Samples(Dataset[tuple[torch.Tensor, int]]):
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, key: Key) -> tuple[torch.Tensor, int]:  # type: ignore[override]
+    def __getitem__(self, key: Key) -> tuple[torch.Tensor, int]:
         index, epoch = key
         image = decode(self.files[index])
         g = geometry.plan(self.augment, self.train, [image.shape[-2:]], [index], self.seed, epoch)
@@ -118,7 +125,10 @@ class TorchLoader(Loader):
         self._batches = _EpochBatches(self.sampler, spec.batch_size)
         extra: dict[str, Any] = {}
         if workers > 0:
-            extra = {"persistent_workers": opts.persistent_workers, "prefetch_factor": opts.prefetch_factor}
+            extra = {
+                "persistent_workers": opts.persistent_workers,
+                "prefetch_factor": opts.prefetch_factor,
+            }
         self._loader = DataLoader(
             _Samples(spec.source, spec.augment, spec.train, spec.sampling.seed),
             batch_sampler=self._batches,
@@ -138,7 +148,7 @@ class TorchLoader(Loader):
 
     def close(self) -> None:
         # Dropping the persistent iterator shuts its worker processes down.
-        self._loader._iterator = None  # noqa: SLF001 - DataLoader has no public close()
+        self._loader._iterator = None
 
 
-__all__ = ["TorchLoader", "decode", "np"]
+__all__ = ["TorchLoader", "decode"]

@@ -1,0 +1,78 @@
+"""Shared fixtures: tiny generated ImageFolder trees, the shared real photos, devices."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torchvision.io import encode_jpeg
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+PHOTOS = Path(os.environ.get("DALI_PIPES_PHOTOS", SHARED / "photos"))
+CORNER = Path(os.environ.get("DALI_PIPES_CORNER", SHARED / "corner"))
+
+HAS_CUDA = torch.cuda.is_available()
+gpu = pytest.mark.gpu
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``gpu``-marked tests skip themselves on a machine without CUDA."""
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sample_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Generate the embedded sample dataset into a per-session cache, not ~/.cache."""
+    os.environ.setdefault("DALI_PIPES_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+def write_jpeg(path: Path, pixels: np.ndarray, quality: int = 95) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensor = torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1).contiguous()
+    path.write_bytes(bytes(encode_jpeg(tensor, quality=quality).numpy()))
+
+
+def identity_colour(k: int) -> np.ndarray:
+    """A flat colour that survives JPEG, resizing and cropping and names sample k."""
+    return np.array([40 + 20 * (k % 10), 40 + 20 * ((k // 10) % 10), 200], dtype=np.uint8)
+
+
+def colour_id(rgb: np.ndarray) -> int:
+    r, g = (np.rint((np.asarray(rgb[:2], dtype=np.float64) - 40) / 20)).astype(int)
+    return int(r + 10 * g)
+
+
+#: Class folder -> number of images in the identity tree (uneven on purpose, 17 in all).
+IDENTITY_CLASSES = {"ant": 5, "bee": 7, "cat": 5}
+
+
+@pytest.fixture(scope="session")
+def identity_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ImageFolder tree whose every image is a flat colour encoding its sample index
+    (in ImageFolder order), with varied sizes and aspect ratios."""
+    root = tmp_path_factory.mktemp("identity")
+    rng = np.random.default_rng(0)
+    k = 0
+    for name, count in IDENTITY_CLASSES.items():
+        for i in range(count):
+            h, w = (int(v) for v in rng.integers(40, 120, size=2))
+            pixels = np.broadcast_to(identity_colour(k), (h, w, 3))
+            write_jpeg(root / name / f"img_{i:02d}.jpg", pixels)
+            k += 1
+    (root / "bee" / "notes.txt").write_text("not an image; ImageFolder ignores it\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def photos() -> Path:
+    if not PHOTOS.is_dir():
+        pytest.skip(f"real photos not found at {PHOTOS}")
+    return PHOTOS

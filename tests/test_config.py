@@ -1,0 +1,124 @@
+"""Every config option composes into a valid spec; the packaged wheel carries conf/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from conftest import identity_colour, write_jpeg
+
+from dali_pipes import DALIIterator, compose_config
+from dali_pipes.config import config_dir, loader_spec, to_spec
+from dali_pipes.sources import ImageSource
+from dali_pipes.spec import AugmentSpec, BackendSpec, DataSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("data", options("data"))
+@pytest.mark.parametrize("backend", options("backend"))
+@pytest.mark.parametrize("augment", options("augment"))
+def test_every_config_option_composes_into_a_valid_spec(
+    data: str, backend: str, augment: str
+) -> None:
+    cfg = compose_config(
+        [f"data={data}", f"backend={backend}", f"augment={augment}", "data.root=/some/where"]
+        if data in ("folder", "imagenet")
+        else [f"data={data}", f"backend={backend}", f"augment={augment}"]
+    )
+    assert to_spec(cfg.data, DataSpec).name == data
+    assert to_spec(cfg.backend, BackendSpec).name == backend
+    to_spec(cfg.augment, AugmentSpec)
+
+
+def test_default_config_trains_on_the_sample_data_with_small_images() -> None:
+    cfg = compose_config()
+    assert cfg.data.name == "sample" and cfg.augment.train.size == 64 and cfg.backend.name == "dali"
+    spec = loader_spec(cfg, "train")
+    assert spec.source.num_classes == 6 and len(spec.source) == 6 * cfg.data.train_per_class
+    assert len(loader_spec(cfg, "val").source) == 6 * cfg.data.val_per_class
+
+
+def test_imagenet_config_reads_train_and_val_subfolders(tmp_path: Path) -> None:
+    for split, k in (("train", 0), ("val", 1)):
+        write_jpeg(
+            tmp_path / split / "n01" / "a.JPEG",
+            identity_colour(k)[None, None].repeat(8, 0).repeat(8, 1),
+        )
+    cfg = compose_config(["data=imagenet", f"data.root={tmp_path}"])
+    assert cfg.augment.train.size == 224 and cfg.data.batch_size == 256
+    for split in ("train", "val"):
+        source = loader_spec(cfg, split).source
+        assert isinstance(source, ImageSource)
+        assert source.files[0].endswith(f"{split}/n01/a.JPEG")
+
+
+def test_dali_iterator_keyword_defaults_equal_the_config_defaults(identity_tree: Path) -> None:
+    from_kwargs = DALIIterator(identity_tree, device="cpu").spec
+    cfg = compose_config(
+        ["data=folder", f"data.root={identity_tree}", "augment=imagenet", "backend.device=cpu"]
+    )
+    from_cfg = DALIIterator.from_config(cfg).spec
+    assert asdict(from_kwargs.augment) == asdict(from_cfg.augment)
+    assert asdict(from_kwargs.backend) == asdict(from_cfg.backend)
+    assert asdict(from_kwargs.sampling) == asdict(from_cfg.sampling)
+    assert from_kwargs.batch_size == from_cfg.batch_size
+    assert isinstance(from_kwargs.source, ImageSource) and isinstance(from_cfg.source, ImageSource)
+    assert from_kwargs.source.files == from_cfg.source.files
+
+
+def test_dali_iterator_from_config_refuses_another_backend(identity_tree: Path) -> None:
+    cfg = compose_config(["data=folder", f"data.root={identity_tree}", "backend=torch"])
+    with pytest.raises(ValueError, match="backend=dali"):
+        DALIIterator.from_config(cfg)
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("dali_pipes-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for required in (
+        "dali_pipes/conf/train.yaml",
+        "dali_pipes/conf/data/imagenet.yaml",
+        "dali_pipes/conf/backend/dali.yaml",
+    ):
+        assert required in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = (
+        "import dali_pipes.config as c; d = c.config_dir(); "
+        f"assert str(d).startswith({str(site)!r}), d; "
+        "cfg = c.compose_config(['data=imagenet', 'data.root=/x']); print(cfg.data.train_dir)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == "train"

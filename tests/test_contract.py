@@ -1,0 +1,280 @@
+"""The batch contract, checked on a real DataLoader (the reference) and on every backend.
+
+The reference is ``DataLoader(ImageFolder, sampler=DistributedSampler)`` with torchvision
+transforms: it passing proves the tests test the contract; the backends passing proves they
+keep it. Every image of the tree is a flat colour naming its sample index, so a batch tells
+exactly which samples it holds whatever the crop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import IDENTITY_CLASSES, colour_id, gpu
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from dali_pipes import build_loader, compose_config
+
+N = sum(IDENTITY_CLASSES.values())  # 17
+SIZE, RESIZE = 32, 36
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+KINDS = [
+    "reference",
+    "torch",
+    "dali-cpu",
+    "synthetic",
+    pytest.param("dali-gpu", marks=gpu),
+    pytest.param("torch-gpu", marks=gpu),
+]
+IDENTIFIABLE = [k for k in KINDS if k != "synthetic"]
+
+
+class Reference:
+    """torchvision's ImageFolder + DistributedSampler + DataLoader, same transforms."""
+
+    def __init__(
+        self,
+        root: Path,
+        train: bool,
+        batch_size: int,
+        drop_last: bool,
+        seed: int,
+        rank: int,
+        world_size: int,
+    ) -> None:
+        if train:
+            geometry: list[Any] = [
+                v2.RandomResizedCrop(SIZE, antialias=True),
+                v2.RandomHorizontalFlip(),
+            ]
+        else:
+            geometry = [v2.Resize(RESIZE, antialias=True), v2.CenterCrop(SIZE)]
+        transform = v2.Compose(
+            [
+                v2.PILToTensor(),
+                *geometry,
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(MEAN, STD),
+            ]
+        )
+        self.dataset = ImageFolder(str(root), transform=transform)
+        self.sampler: DistributedSampler[Any] = DistributedSampler(
+            self.dataset,
+            num_replicas=world_size,
+            rank=rank,
+            shuffle=train,
+            seed=seed,
+            drop_last=drop_last,
+        )
+        self.loader = DataLoader(
+            self.dataset, batch_size=batch_size, sampler=self.sampler, drop_last=drop_last
+        )
+        self.classes = tuple(self.dataset.classes)
+        self.device = torch.device("cpu")
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return iter(self.loader)
+
+
+def make(
+    kind: str,
+    root: Path,
+    *,
+    train: bool = True,
+    batch_size: int = 4,
+    drop_last: bool = False,
+    seed: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    extra: tuple[str, ...] = (),
+) -> Any:
+    if kind == "reference":
+        return Reference(root, train, batch_size, drop_last, seed, rank, world_size)
+    backend, _, where = kind.partition("-")
+    device = {"": "cpu", "cpu": "cpu", "gpu": "gpu"}[where]
+    overrides = [
+        "data=folder",
+        f"data.root={root}",
+        f"data.batch_size={batch_size}",
+        f"data.drop_last={drop_last}",
+        f"seed={seed}",
+        f"backend={backend}",
+        f"backend.device={device}",
+        f"augment.train.size={SIZE}",
+        f"augment.val.resize={RESIZE}",
+        f"augment.val.crop={SIZE}",
+        *extra,
+    ]
+    if backend == "torch":
+        overrides.append("backend.num_workers=1")
+    return build_loader(
+        compose_config(overrides), "train" if train else "val", rank=rank, world_size=world_size
+    )
+
+
+def ids(images: torch.Tensor) -> list[int]:
+    """Sample indices of a batch of identity images."""
+    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+    rgb = (images.float().cpu() * std + mean).mean(dim=(2, 3)).numpy()
+    return [colour_id(c) for c in rgb]
+
+
+def epoch_ids(loader: Any) -> list[int]:
+    return [i for images, _ in loader for i in ids(images)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batches_are_normalised_float_images_and_int64_labels(
+    kind: str, identity_tree: Path
+) -> None:
+    loader = make(kind, identity_tree)
+    images, labels = next(iter(loader))
+    assert images.shape == (4, 3, SIZE, SIZE)
+    assert images.dtype == torch.float32
+    assert labels.shape == (4,) and labels.dtype == torch.int64
+    expected = "cuda" if kind.endswith("gpu") else "cpu"
+    assert images.device.type == expected and labels.device.type == expected
+    if kind != "synthetic":  # flat colours: channel 2 is 200/255 everywhere
+        blue = images[:, 2].float() * STD[2] + MEAN[2]
+        assert torch.allclose(blue, torch.full_like(blue, 200 / 255), atol=4 / 255)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+def test_len_counts_batches_and_the_last_partial_batch_follows_drop_last(
+    kind: str, drop_last: bool, identity_tree: Path
+) -> None:
+    loader = make(kind, identity_tree, batch_size=4, drop_last=drop_last)
+    sizes = [len(labels) for _, labels in loader]
+    assert len(loader) == len(sizes)
+    assert sizes == ([4, 4, 4, 4] if drop_last else [4, 4, 4, 4, 1])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_breaking_out_early_and_iterating_again_gives_a_full_epoch(
+    kind: str, identity_tree: Path
+) -> None:
+    loader = make(kind, identity_tree, batch_size=4)
+    for _ in loader:
+        break
+    it = iter(loader)
+    next(it)  # a second abandoned epoch, still referenced
+    batches = list(loader)
+    assert len(batches) == len(loader) == 5
+    assert sum(len(labels) for _, labels in batches) == N
+    if kind != "synthetic":
+        assert sorted(i for images, _ in batches for i in ids(images)) == list(range(N))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_set_epoch_makes_the_order_a_function_of_seed_and_epoch(
+    kind: str, identity_tree: Path
+) -> None:
+    def order(epoch: int, seed: int = 7) -> list[int]:
+        loader = make(kind, identity_tree, seed=seed)
+        loader.set_epoch(epoch)
+        if kind == "synthetic":
+            return [int(v) for _, labels in loader for v in labels]
+        return epoch_ids(loader)
+
+    assert order(2) == order(2)
+    assert order(2) != order(3)
+    assert order(2, seed=7) != order(2, seed=8)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_class_indices_and_order_match_imagefolder(kind: str, identity_tree: Path) -> None:
+    folder = ImageFolder(str(identity_tree))
+    loader = make(kind, identity_tree, train=False)
+    assert tuple(loader.classes) == tuple(folder.classes)
+    labels = [int(v) for _, batch in loader for v in batch]
+    assert labels == list(folder.targets)
+    if kind != "synthetic":
+        assert epoch_ids(loader) == list(range(N))
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+@pytest.mark.parametrize("kind", IDENTIFIABLE)
+def test_shards_are_disjoint_equal_length_and_cover_every_sample(
+    kind: str, world_size: int, drop_last: bool, identity_tree: Path
+) -> None:
+    per_rank = []
+    batch_counts = set()
+    for rank in range(world_size):
+        loader = make(
+            kind,
+            identity_tree,
+            batch_size=2,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            seed=3,
+        )
+        loader.set_epoch(1)
+        batches = [ids(images) for images, _ in loader]
+        batch_counts.add(len(batches))
+        assert len(batches) == len(loader)
+        per_rank.append([i for b in batches for i in b])
+    assert len(batch_counts) == 1, "every rank must yield the same number of batches"
+    seen = [i for shard in per_rank for i in shard]
+    if drop_last:
+        assert len(seen) == len(set(seen)), "shards overlap"
+        per_rank_samples = (
+            math.ceil((N - world_size) / world_size) if N % world_size else N // world_size
+        )
+        assert len(seen) == world_size * (per_rank_samples // 2) * 2
+    else:
+        assert set(seen) == set(range(N)), "some samples were never read"
+        padding = -N % world_size
+        assert len(seen) == N + padding
+        counts = np.bincount(seen, minlength=N)
+        assert counts.max() <= 2 and (counts == 2).sum() == padding
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "kind", ["torch", "dali-cpu", "synthetic", pytest.param("dali-gpu", marks=gpu)]
+)
+def test_output_dtype_and_channels_last_follow_the_config(
+    kind: str, dtype: str, identity_tree: Path
+) -> None:
+    loader = make(
+        kind, identity_tree, extra=(f"augment.dtype={dtype}", "augment.channels_last=true")
+    )
+    images, _ = next(iter(loader))
+    assert images.dtype == getattr(torch, dtype)
+    assert images.shape == (4, 3, SIZE, SIZE)
+    assert images.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("kind", ["torch", "dali-cpu", pytest.param("dali-gpu", marks=gpu)])
+def test_reduced_precision_output_equals_float32_output_rounded(
+    kind: str, identity_tree: Path
+) -> None:
+    full = make(kind, identity_tree, train=False)
+    half = make(
+        kind,
+        identity_tree,
+        train=False,
+        extra=("augment.dtype=float16", "augment.channels_last=true"),
+    )
+    a, _ = next(iter(full))
+    b, _ = next(iter(half))
+    assert torch.allclose(a, b.float(), atol=2e-3)
