@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import gpu
 
 from dali_pipes.backends import create_loader
 from dali_pipes.geometry import plan
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, TorchBackend
+
+# Provisional until measured on a GPU machine (see benchmarks/RESULTS.md).
+GPU_MEAN_BOUND, GPU_MAX_BOUND = 1.0, 64
 
 RAW = AugmentSpec(mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255))
 
@@ -71,3 +75,15 @@ def test_training_geometry_is_random_but_fixed_by_seed_epoch_and_sample() -> Non
     assert len({tuple(w) for w in a.window}) > 32, "windows should vary between samples"
     assert 0 < a.flip.sum() < 64
     assert not (a.window == c.window).all()
+
+
+@gpu
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_dali_gpu_matches_dali_cpu_on_real_photos(train: bool, photos: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """nvJPEG (with libjpeg-turbo's fancy chroma upsampling) vs libjpeg-turbo decode."""
+    on_gpu = batches(photos, train, DaliBackend(device="gpu"))
+    on_cpu = batches(photos, train, DaliBackend(device="cpu"))
+    assert on_gpu.shape == on_cpu.shape
+    mean, _, worst = report(f"dali-gpu vs dali-cpu ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)
+    assert mean <= GPU_MEAN_BOUND
+    assert worst <= GPU_MAX_BOUND
