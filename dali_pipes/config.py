@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from dali_pipes.backends import Loader, create_loader, names
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError
+from dali_pipes.recipe import TrainerSpec
 from dali_pipes.sources import open_source
 from dali_pipes.spec import (
     AugmentSpec,
@@ -49,6 +50,7 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("backend", "dali"): DaliBackend,
     ("backend", "torch"): TorchBackend,
     ("backend", "synthetic"): SyntheticBackend,
+    ("trainer", "base"): TrainerSpec,
 }
 
 

@@ -22,21 +22,22 @@ DEVICES = ("auto", "gpu", "cpu")
 ON_ERROR = ("raise",)
 
 
-def _check(ok: bool, key: str, value: Any, need: str) -> None:
+def require(ok: bool, key: str, value: Any, need: str) -> None:
+    """Raise a one-line :class:`ConfigError` naming ``key=value`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{key}={value!r} is invalid: {need}")
 
 
 def _pair(obj: Any, name: str, key: str) -> tuple[float, float]:
     value = tuple(float(v) for v in getattr(obj, name))
-    _check(len(value) == 2, key, value, "expected two numbers [low, high]")
+    require(len(value) == 2, key, value, "expected two numbers [low, high]")
     object.__setattr__(obj, name, value)
     return value  # type: ignore[return-value]
 
 
 def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
     value = tuple(float(v) for v in getattr(obj, name))
-    _check(len(value) == 3, key, value, "expected three numbers, one per RGB channel")
+    require(len(value) == 3, key, value, "expected three numbers, one per RGB channel")
     object.__setattr__(obj, name, value)
     return value  # type: ignore[return-value]
 
@@ -54,12 +55,12 @@ class TrainAugment:
     flip_prob: float = 0.5
 
     def __post_init__(self) -> None:
-        _check(self.size >= 1, "augment.train.size", self.size, "must be >= 1")
+        require(self.size >= 1, "augment.train.size", self.size, "must be >= 1")
         lo, hi = _pair(self, "scale", "augment.train.scale")
-        _check(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
+        require(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
         lo, hi = _pair(self, "ratio", "augment.train.ratio")
-        _check(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
-        _check(0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1")
+        require(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
+        require(0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class EvalAugment:
     crop: int = 224
 
     def __post_init__(self) -> None:
-        _check(self.crop >= 1, "augment.val.crop", self.crop, "must be >= 1")
-        _check(
+        require(self.crop >= 1, "augment.val.crop", self.crop, "must be >= 1")
+        require(
             self.resize >= self.crop,
             "augment.val.resize",
             self.resize,
@@ -94,8 +95,8 @@ class AugmentSpec:
     def __post_init__(self) -> None:
         _triple(self, "mean", "augment.mean")
         std = _triple(self, "std", "augment.std")
-        _check(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
-        _check(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+        require(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
+        require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
 
     def out_size(self, train: bool) -> int:
         return self.train.size if train else self.val.crop
@@ -114,8 +115,8 @@ class DataSpec:
     on_error: str = "raise"
 
     def __post_init__(self) -> None:
-        _check(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
-        _check(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
+        require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
+        require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class SampleData(DataSpec):
         super().__post_init__()
         for key in ("train_per_class", "val_per_class"):
             value = getattr(self, key)
-            _check(value >= 1, f"data.{key}", value, "must be >= 1")
+            require(value >= 1, f"data.{key}", value, "must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,8 @@ class SyntheticData(DataSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(self.num_samples >= 1, "data.num_samples", self.num_samples, "must be >= 1")
-        _check(self.num_classes >= 1, "data.num_classes", self.num_classes, "must be >= 1")
+        require(self.num_samples >= 1, "data.num_samples", self.num_samples, "must be >= 1")
+        require(self.num_classes >= 1, "data.num_classes", self.num_classes, "must be >= 1")
 
 
 # --------------------------------------------------------------------------- backends
@@ -172,7 +173,7 @@ class BackendSpec:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        _check(self.device in DEVICES, "backend.device", self.device, f"choose one of {DEVICES}")
+        require(self.device in DEVICES, "backend.device", self.device, f"choose one of {DEVICES}")
 
 
 @dataclass(frozen=True)
@@ -196,14 +197,14 @@ class DaliBackend(BackendSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.num_threads is not None:
-            _check(self.num_threads >= 1, "backend.num_threads", self.num_threads, "must be >= 1")
-        _check(
+            require(self.num_threads >= 1, "backend.num_threads", self.num_threads, "must be >= 1")
+        require(
             self.prefetch_queue_depth >= 1,
             "backend.prefetch_queue_depth",
             self.prefetch_queue_depth,
             "must be >= 1",
         )
-        _check(
+        require(
             0.0 <= self.hw_decoder_load <= 1.0,
             "backend.hw_decoder_load",
             self.hw_decoder_load,
@@ -217,7 +218,7 @@ class DaliBackend(BackendSpec):
             "read_ahead",
         ):
             value = getattr(self, key)
-            _check(value >= 0, f"backend.{key}", value, "must be >= 0")
+            require(value >= 0, f"backend.{key}", value, "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -233,8 +234,8 @@ class TorchBackend(BackendSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.num_workers is not None:
-            _check(self.num_workers >= 0, "backend.num_workers", self.num_workers, "must be >= 0")
-        _check(
+            require(self.num_workers >= 0, "backend.num_workers", self.num_workers, "must be >= 0")
+        require(
             self.prefetch_factor >= 1,
             "backend.prefetch_factor",
             self.prefetch_factor,
@@ -263,14 +264,14 @@ class SamplingSpec:
     world_size: int = 1
 
     def __post_init__(self) -> None:
-        _check(self.world_size >= 1, "world_size", self.world_size, "must be >= 1")
-        _check(
+        require(self.world_size >= 1, "world_size", self.world_size, "must be >= 1")
+        require(
             0 <= self.rank < self.world_size,
             "rank",
             self.rank,
             f"must be in [0, world_size={self.world_size})",
         )
-        _check(self.seed >= 0, "seed", self.seed, "must be >= 0")
+        require(self.seed >= 0, "seed", self.seed, "must be >= 0")
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,116 @@
+"""One training epoch and one evaluation pass. Backend-agnostic by construction: the
+loop only ever sees ``for images, labels in loader`` and ``loader.device``."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from dali_pipes.backends.base import Loader
+from dali_pipes.metrics import correct_topk
+
+
+@dataclass
+class EpochStats:
+    loss_sum: float = 0.0
+    correct1: float = 0.0
+    correct5: float = 0.0
+    samples: float = 0.0
+    data_wait: float = 0.0  # seconds spent waiting in next(loader)
+    seconds: float = 0.0  # wall time of the whole pass
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    autocast: torch.dtype | None
+    channels_last: bool
+    max_steps: int | None = None
+    progress: bool = False
+
+
+def _prepare(images: torch.Tensor, cfg: StepConfig) -> torch.Tensor:
+    if cfg.channels_last:  # a no-op when the loader already returns channels_last
+        return images.contiguous(memory_format=torch.channels_last)
+    return images
+
+
+def train_one_epoch(
+    model: nn.Module,
+    loader: Loader,
+    criterion: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+    cfg: StepConfig,
+    desc: str,
+) -> EpochStats:
+    model.train()
+    device = loader.device
+    steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.float64, device=device)
+    stats = EpochStats()
+    # disable=None: a bar on a terminal, nothing in log files (the epoch summary covers it)
+    bar = tqdm(total=steps, desc=desc, unit="batch", disable=None if cfg.progress else True)
+    start = time.perf_counter()
+    batches = iter(loader)
+    for step in range(steps):
+        waited = time.perf_counter()
+        try:
+            images, labels = next(batches)
+        except StopIteration:
+            break
+        stats.data_wait += time.perf_counter() - waited
+        with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
+            logits = model(_prepare(images, cfg))
+            loss = criterion(logits, labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        loss_sum += loss.detach().double() * len(labels)
+        correct += (logits.detach().argmax(dim=1) == labels).sum()
+        stats.samples += len(labels)
+        bar.update(1)
+        if cfg.progress and (step % 10 == 0 or step == steps - 1):
+            elapsed = time.perf_counter() - start
+            bar.set_postfix(
+                img_s=f"{stats.samples / elapsed:.0f}", wait=f"{100 * stats.data_wait / elapsed:.0f}%"
+            )
+    del batches  # an epoch cut short by max_steps is released here, not at the next iter
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    stats.seconds = time.perf_counter() - start
+    stats.loss_sum, stats.correct1 = float(loss_sum), float(correct)
+    bar.close()
+    return stats
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepConfig) -> EpochStats:
+    model.eval()
+    device = loader.device
+    totals = torch.zeros(3, dtype=torch.float64, device=device)
+    stats = EpochStats()
+    start = time.perf_counter()
+    for images, labels in loader:
+        with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
+            logits = model(_prepare(images, cfg))
+            loss = criterion(logits.float(), labels)
+        top1, top5 = correct_topk(logits, labels, (1, 5))
+        totals += torch.tensor([float(loss) * len(labels), top1, top5], dtype=torch.float64, device=device)
+        stats.samples += len(labels)
+    stats.loss_sum, stats.correct1, stats.correct5 = (float(v) for v in totals.cpu())
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
+def safe_div(a: float, b: float) -> float:
+    return a / b if b else math.nan

@@ -1,0 +1,56 @@
+"""Accuracy, and where per-epoch figures go: a summary line, metrics.csv, TensorBoard."""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger("dali_pipes.train")
+
+
+@torch.no_grad()
+def correct_topk(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]) -> list[float]:
+    """Number of samples whose label is among the top-k predictions, for each k."""
+    top = logits.topk(min(max(ks), logits.shape[1]), dim=1).indices
+    hits = top.eq(labels.view(-1, 1))
+    return [float(hits[:, :k].any(dim=1).sum()) for k in ks]
+
+
+class MetricsLog:
+    """Rank 0 only: appends one row per epoch to metrics.csv and TensorBoard scalars."""
+
+    def __init__(self, directory: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.csv_path = directory / "metrics.csv"
+        self.writer = SummaryWriter(log_dir=str(directory / "tensorboard"))
+
+    def write(self, row: dict[str, Any]) -> None:
+        new = not self.csv_path.exists()
+        with self.csv_path.open("a", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=list(row))
+            if new:
+                out.writeheader()
+            out.writerow(row)
+        for key, value in row.items():
+            if key != "epoch" and isinstance(value, (int, float)):
+                self.writer.add_scalar(key, value, global_step=int(row["epoch"]))
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    parts = [f"epoch {row['epoch']}"]
+    for key in ("train_loss", "train_top1", "val_loss", "val_top1", "val_top5"):
+        if key in row:
+            parts.append(f"{key} {row[key]:.4f}")
+    parts.append(f"{row['images_per_s']:.0f} img/s")
+    parts.append(f"data wait {100 * row['data_wait']:.1f}%")
+    parts.append(f"lr {row['lr']:.5f}")
+    return " | ".join(parts)

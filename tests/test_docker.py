@@ -1,0 +1,87 @@
+"""What can be checked about docker/ without a Docker engine."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with line continuations joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile_parses_into_known_instructions() -> None:
+    known = {"ARG", "FROM", "ENV", "WORKDIR", "COPY", "RUN", "USER", "ENTRYPOINT", "CMD"}
+    steps = instructions()
+    assert steps and {op for op, _ in steps} <= known
+    assert [op for op, _ in steps].count("FROM") == 1
+
+
+def test_base_image_is_a_pinned_cuda12_pytorch_release() -> None:
+    args = dict(rest.split("=", 1) for op, rest in instructions() if op == "ARG")
+    base = args["BASE_IMAGE"]
+    name, _, tag = base.partition(":")
+    assert name == "pytorch/pytorch" and tag and tag != "latest"
+    assert re.fullmatch(r"\d+\.\d+\.\d+-cuda12\.\d+-cudnn\d+-runtime", tag), tag
+    assert ("FROM", "${BASE_IMAGE}") in instructions()
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    assert base in compose["services"]["train"]["build"]["args"]["BASE_IMAGE"]
+
+
+def test_dependencies_install_before_the_code_is_copied() -> None:
+    steps = instructions()
+    copy_code = next(i for i, (op, rest) in enumerate(steps) if op == "COPY" and rest.startswith("dali_pipes"))
+    install_deps = next(i for i, (op, rest) in enumerate(steps) if op == "RUN" and "requirements.txt" in rest)
+    copy_pyproject = next(i for i, (op, rest) in enumerate(steps) if op == "COPY" and "pyproject.toml" in rest)
+    assert copy_pyproject < install_deps < copy_code
+
+
+def test_the_image_installs_the_dependency_list_ci_installs(tmp_path: Path) -> None:
+    """The Dockerfile's extraction step, run here, yields pyproject's dependencies: the same
+    list `make test` installs (pip install -e '.[dev]')."""
+    run = next(rest for op, rest in instructions() if op == "RUN" and "requirements.txt" in rest)
+    extract = run.split(">", 1)[0].strip()
+    argv = shlex.split(extract)
+    assert argv[:2] == ["python", "-c"]
+    out = subprocess.run([sys.executable, "-c", argv[2]], cwd=ROOT, capture_output=True, text=True, check=True)
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert out.stdout.split() == deps
+    assert "pip install -e '.[dev]'" in (ROOT / "Makefile").read_text()
+    assert any(op == "RUN" and "pip install --no-deps ." in rest for op, rest in instructions())
+
+
+def test_runs_as_a_non_root_user_with_the_train_entry_point() -> None:
+    steps = instructions()
+    users = [rest for op, rest in steps if op == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    entry = next(rest for op, rest in steps if op == "ENTRYPOINT")
+    assert "dali_pipes.train" in entry
+
+
+def test_compose_reserves_gpus_and_mounts_data_and_outputs() -> None:
+    service = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]["train"]
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert any("gpu" in d["capabilities"] for d in devices)
+    # "${VAR:-default}:/container/path[:ro]": the container path follows the closing brace.
+    targets = [v.rsplit("}", 1)[1].split(":")[1] for v in service["volumes"]]
+    assert "/data" in targets and "/workspace/outputs" in targets
+    context = (ROOT / "docker" / service["build"]["context"]).resolve()
+    assert context == ROOT and (context / service["build"]["dockerfile"]).is_file()
+    assert "dali_pipes.train" in service["entrypoint"]
