@@ -63,5 +63,7 @@ def load(path: Path) -> dict[str, Any]:
     try:
         state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
     except (OSError, RuntimeError, EOFError) as exc:
-        raise DaliPipesError(f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null") from None
+        raise DaliPipesError(
+            f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null"
+        ) from None
     return state

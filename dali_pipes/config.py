@@ -64,8 +64,10 @@ def config_dir() -> Path:
 
 def register_configs() -> None:
     """Put the schemas into Hydra's ConfigStore (idempotent)."""
+    from dali_pipes.bench import BenchSpec  # here: bench imports this module
+
     store = ConfigStore.instance()
-    for (group, name), cls in SCHEMAS.items():
+    for (group, name), cls in {**SCHEMAS, ("bench", "base"): BenchSpec}.items():
         node = OmegaConf.structured(cls)
         _writable(node)  # a frozen dataclass, but a config the command line may override
         store.store(group=f"schema/{group}", name=name, node=node)

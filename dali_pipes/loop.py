@@ -82,7 +82,8 @@ def train_one_epoch(
         if cfg.progress and (step % 10 == 0 or step == steps - 1):
             elapsed = time.perf_counter() - start
             bar.set_postfix(
-                img_s=f"{stats.samples / elapsed:.0f}", wait=f"{100 * stats.data_wait / elapsed:.0f}%"
+                img_s=f"{stats.samples / elapsed:.0f}",
+                wait=f"{100 * stats.data_wait / elapsed:.0f}%",
             )
     del batches  # an epoch cut short by max_steps is released here, not at the next iter
     if device.type == "cuda":
@@ -105,7 +106,9 @@ def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepCo
             logits = model(_prepare(images, cfg))
             loss = criterion(logits.float(), labels)
         top1, top5 = correct_topk(logits, labels, (1, 5))
-        totals += torch.tensor([float(loss) * len(labels), top1, top5], dtype=torch.float64, device=device)
+        totals += torch.tensor(
+            [float(loss) * len(labels), top1, top5], dtype=torch.float64, device=device
+        )
         stats.samples += len(labels)
     stats.loss_sum, stats.correct1, stats.correct5 = (float(v) for v in totals.cpu())
     stats.seconds = time.perf_counter() - start

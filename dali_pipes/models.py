@@ -27,7 +27,9 @@ class SmallCNN(nn.Module):
     def __init__(self, num_classes: int, width: int = 32) -> None:
         super().__init__()
         w = width
-        self.features = nn.Sequential(_block(3, w), _block(w, 2 * w), _block(2 * w, 4 * w), _block(4 * w, 4 * w))
+        self.features = nn.Sequential(
+            _block(3, w), _block(w, 2 * w), _block(2 * w, 4 * w), _block(4 * w, 4 * w)
+        )
         self.head = nn.Linear(4 * w, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -70,7 +71,9 @@ class TrainerSpec:
                 self.max_steps_per_epoch,
                 "must be >= 1 or null",
             )
-        require(self.keep_checkpoints >= 1, "trainer.keep_checkpoints", self.keep_checkpoints, ">= 1")
+        require(
+            self.keep_checkpoints >= 1, "trainer.keep_checkpoints", self.keep_checkpoints, ">= 1"
+        )
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         """None = full precision."""
@@ -79,20 +82,25 @@ class TrainerSpec:
         return torch.float16 if self.amp == "fp16" else torch.bfloat16
 
     def use_channels_last(self, device: torch.device) -> bool:
-        return self.channels_last == "on" or (self.channels_last == "auto" and device.type == "cuda")
+        return self.channels_last == "on" or (
+            self.channels_last == "auto" and device.type == "cuda"
+        )
 
     def peak_lr(self, global_batch: int) -> float:
         return self.base_lr * global_batch / self.lr_reference_batch
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, object]]:
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Weight decay on conv/linear weights only: not on norm layers' affine or any bias."""
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for module in model.modules():
         for name, param in module.named_parameters(recurse=False):
             if not param.requires_grad:
                 continue
-            is_norm = isinstance(module, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm))
+            is_norm = isinstance(
+                module, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
+            )
             (no_decay if is_norm or name == "bias" else decay).append(param)
     return [
         {"params": decay, "weight_decay": weight_decay},
@@ -109,7 +117,9 @@ def make_optimizer(model: nn.Module, spec: TrainerSpec, global_batch: int) -> to
     )
 
 
-def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int) -> LambdaLR:
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int
+) -> LambdaLR:
     """Per-iteration schedule: linear from ~0 to the peak, then cosine down to 0."""
 
     def factor(step: int) -> float:

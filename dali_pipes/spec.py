@@ -60,7 +60,9 @@ class TrainAugment:
         require(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
         lo, hi = _pair(self, "ratio", "augment.train.ratio")
         require(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
-        require(0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1")
+        require(
+            0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1"
+        )
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ def _build_model(cfg: DictConfig, num_classes: int) -> nn.Module:
     try:
         model: nn.Module = hydra.utils.instantiate(cfg.model.arch, num_classes=num_classes)
     except InstantiationException as exc:
-        raise ConfigError(f"model={cfg.model.name!r} cannot be built: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            f"model={cfg.model.name!r} cannot be built: {str(exc).splitlines()[0]}"
+        ) from None
     return model
 
 
@@ -110,7 +112,9 @@ def _resume_path(resume: str | None, ckpt_dir: Path) -> Path | None:
     return path
 
 
-def _epoch_row(epoch: int, lr: float, tr: list[float], va: list[float], wait: float, secs: float, world: int) -> dict[str, Any]:
+def _epoch_row(
+    epoch: int, lr: float, tr: list[float], va: list[float], wait: float, secs: float, world: int
+) -> dict[str, Any]:
     loss_sum, correct1, samples = tr
     vloss, v1, v5, vn = va
     return {
@@ -151,16 +155,32 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         distributed.shutdown()
 
 
-def _run(cfg: DictConfig, spec: TrainerSpec, out: Path, train_loader: Any, val_loader: Any, device: torch.device, main: bool) -> dict[str, Any]:
+def _run(
+    cfg: DictConfig,
+    spec: TrainerSpec,
+    out: Path,
+    train_loader: Any,
+    val_loader: Any,
+    device: torch.device,
+    main: bool,
+) -> dict[str, Any]:
     world = placement().world_size
     channels_last = spec.use_channels_last(device)
     model = _build_model(cfg, train_loader.num_classes).to(device)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) if distributed.active() else model
+    ddp = (
+        DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if distributed.active()
+        else model
+    )
 
     global_batch = train_loader.batch_size * world
-    steps = len(train_loader) if spec.max_steps_per_epoch is None else min(len(train_loader), spec.max_steps_per_epoch)
+    steps = (
+        len(train_loader)
+        if spec.max_steps_per_epoch is None
+        else min(len(train_loader), spec.max_steps_per_epoch)
+    )
     optimizer = make_optimizer(model, spec, global_batch)
     scheduler = warmup_cosine(optimizer, spec.epochs * steps, round(spec.warmup_epochs * steps))
     autocast = spec.autocast_dtype(device)
@@ -180,7 +200,9 @@ def _run(cfg: DictConfig, spec: TrainerSpec, out: Path, train_loader: Any, val_l
         start_epoch = int(state["loader"]["next_epoch"])
         if len(state["rng"]) == world:
             _set_rng_state(state["rng"][placement().rank], device)
-        log.info("resumed from %s: continuing at epoch %d of %d", resume_from, start_epoch, spec.epochs)
+        log.info(
+            "resumed from %s: continuing at epoch %d of %d", resume_from, start_epoch, spec.epochs
+        )
 
     metrics = MetricsLog(out) if main else None
     if main:
@@ -188,9 +210,17 @@ def _run(cfg: DictConfig, spec: TrainerSpec, out: Path, train_loader: Any, val_l
         log.info(
             "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
             "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s",
-            cfg.model.name, cfg.data.name, train_loader.num_classes, len(train_loader.spec.source),
-            len(val_loader.spec.source), cfg.backend.name, device, world,
-            distributed.backend_name(), global_batch, spec.peak_lr(global_batch),
+            cfg.model.name,
+            cfg.data.name,
+            train_loader.num_classes,
+            len(train_loader.spec.source),
+            len(val_loader.spec.source),
+            cfg.backend.name,
+            device,
+            world,
+            distributed.backend_name(),
+            global_batch,
+            spec.peak_lr(global_batch),
             {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[autocast],
             "channels_last" if channels_last else "contiguous",
         )
@@ -199,9 +229,30 @@ def _run(cfg: DictConfig, spec: TrainerSpec, out: Path, train_loader: Any, val_l
         for epoch in range(start_epoch, spec.epochs):
             lr = optimizer.param_groups[0]["lr"]
             train_loader.set_epoch(epoch)
-            tr: EpochStats = train_one_epoch(ddp, train_loader, criterion, optimizer, scheduler, scaler, step_cfg, f"epoch {epoch}")
+            tr: EpochStats = train_one_epoch(
+                ddp,
+                train_loader,
+                criterion,
+                optimizer,
+                scheduler,
+                scaler,
+                step_cfg,
+                f"epoch {epoch}",
+            )
             va = evaluate(ddp, val_loader, criterion, step_cfg)
-            sums = distributed.sum_([tr.loss_sum, tr.correct1, tr.samples, tr.data_wait, va.loss_sum, va.correct1, va.correct5, va.samples], device)
+            sums = distributed.sum_(
+                [
+                    tr.loss_sum,
+                    tr.correct1,
+                    tr.samples,
+                    tr.data_wait,
+                    va.loss_sum,
+                    va.correct1,
+                    va.correct5,
+                    va.samples,
+                ],
+                device,
+            )
             secs = distributed.max_(tr.seconds, device)
             row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, world)
             rng = distributed.gather(_rng_state(device))

@@ -18,53 +18,65 @@ import torch
 import torchvision.transforms.v2.functional as F
 
 
-def _clamped_weights(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Triangle-filter weights of resized lines ``lines`` (an n_in -> n_res resize).
+def _edge_taps(
+    n_in: int, n_res: int, lines: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DALI's clamped triangle filter for the resized ``lines`` whose filter leaves the input.
 
-    Returns the dense ``[len(lines), n_in]`` weight matrix with taps outside the input
-    clamped to the edge, and a mask of the lines that had such taps.
+    Returns the positions (into ``lines``) of those lines, their tap indices (clamped to the
+    input) and weights, ``[k]``, ``[k, T]``, ``[k, T]``. Only lines near either end can
+    qualify, so only those are computed.
     """
     scale = n_in / n_res
     support = max(scale, 1.0)
     reach = math.ceil(support) + 1
-    centres = (lines + 0.5) * scale
+    near = np.flatnonzero((lines < reach + 1) | (lines >= n_res - reach - 1))
+    centres = (lines[near] + 0.5) * scale
     taps = np.floor(centres)[:, None] + np.arange(-reach, reach + 1)[None, :]
     w = np.maximum(0.0, 1.0 - np.abs(taps + 0.5 - centres[:, None]) / support)
     w /= w.sum(axis=1, keepdims=True)
-    outside = ((taps < 0) | (taps >= n_in)) & (w > 0)
-    dense = np.zeros((len(lines), n_in), dtype=np.float64)
-    rows = np.repeat(np.arange(len(lines)), taps.shape[1])
-    np.add.at(dense, (rows, np.clip(taps, 0, n_in - 1).astype(np.int64).ravel()), w.ravel())
-    return dense, np.asarray(outside.any(axis=1))
+    crosses = (((taps < 0) | (taps >= n_in)) & (w > 0)).any(axis=1)
+    idx = np.clip(taps[crosses], 0, n_in - 1).astype(np.int64)
+    return near[crosses], idx, w[crosses].astype(np.float32)
 
 
 def _fix_edges(
     out: torch.Tensor, window: torch.Tensor, resize: tuple[int, int], crop: tuple[int, int]
 ) -> torch.Tensor:
-    """Recompute the output lines whose filter crosses the window edge, DALI style."""
+    """Recompute the output lines whose filter crosses the window edge, DALI style.
+
+    A fixed row is the clamped vertical filter applied to a few source rows, then resized
+    horizontally by torchvision (right except in its own edge columns); fixed columns
+    likewise; the corner pixels, where both filters clamp, are computed last, directly.
+    """
     (h, w), (oh, ow) = window.shape[-2:], out.shape[-2:]
-    rows = np.arange(oh) + crop[0]
-    cols = np.arange(ow) + crop[1]
-    wy, fix_y = _clamped_weights(h, resize[0], rows)
-    wx, fix_x = _clamped_weights(w, resize[1], cols)
-    if not (fix_y.any() or fix_x.any()):
+    rows, ry, wy = _edge_taps(h, resize[0], np.arange(oh) + crop[0])
+    cols, cx, wx = _edge_taps(w, resize[1], np.arange(ow) + crop[1])
+    if not (len(rows) or len(cols)):
         return out
-    src = window.to(torch.float64)
-    my, mx = torch.from_numpy(wy), torch.from_numpy(wx)
     out = out.clone()
-    # Contract the few fixed lines with the source first: that keeps the cost at a few
-    # passes over the window instead of a dense resize.
-    if fix_y.any():
-        sel = torch.from_numpy(np.flatnonzero(fix_y))
-        lines = torch.einsum("ry,cyx->crx", my[sel], src)
-        lines = torch.einsum("crx,ox->cro", lines, mx)
-        out[:, sel, :] = lines.round().clamp(0, 255).to(out.dtype)
-    if fix_x.any():
-        sel = torch.from_numpy(np.flatnonzero(fix_x))
-        lines = torch.einsum("cyx,rx->cyr", src, mx[sel])
-        lines = torch.einsum("oy,cyr->cor", my, lines)
-        out[:, :, sel] = lines.round().clamp(0, 255).to(out.dtype)
+    if len(rows):  # [3, k, T, w] weighted over T -> [3, k, w] -> horizontal resize
+        taps = window[:, torch.from_numpy(ry)].to(torch.float32)
+        lines = (taps * torch.from_numpy(wy)[None, :, :, None]).sum(2)
+        lines = F.resize(lines, [len(rows), resize[1]], antialias=True)[..., crop[1] : crop[1] + ow]
+        out[:, torch.from_numpy(rows), :] = _to_uint8(lines, out.dtype)
+    if len(cols):  # [3, h, k, T] weighted over T -> [3, h, k] -> vertical resize
+        taps = window[:, :, torch.from_numpy(cx)].to(torch.float32)
+        lines = (taps * torch.from_numpy(wx)[None, None]).sum(3)
+        lines = F.resize(lines, [resize[0], len(cols)], antialias=True)[:, crop[0] : crop[0] + oh]
+        out[:, :, torch.from_numpy(cols)] = _to_uint8(lines, out.dtype)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            block = window[:, torch.from_numpy(ry[i])][:, :, torch.from_numpy(cx[j])].float()
+            value = torch.einsum(
+                "y,cyx,x->c", torch.from_numpy(wy[i]), block, torch.from_numpy(wx[j])
+            )
+            out[:, r, c] = _to_uint8(value, out.dtype)
     return out
+
+
+def _to_uint8(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x.round().clamp(0, 255).to(dtype)
 
 
 def apply_geometry(

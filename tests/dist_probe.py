@@ -9,17 +9,26 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest import colour_id  # noqa: E402
+from conftest import colour_id
 
-from dali_pipes import build_loader, compose_config  # noqa: E402
-from dali_pipes.dist import placement  # noqa: E402
+from dali_pipes import build_loader, compose_config
+from dali_pipes.dist import placement
 
 root, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 cfg = compose_config(
-    ["data=folder", f"data.root={root}", "data.batch_size=2", f"backend={backend}", "backend.device=cpu",
-     "augment.train.size=16", *(["backend.num_workers=0"] if backend == "torch" else [])]
+    [
+        "data=folder",
+        f"data.root={root}",
+        "data.batch_size=2",
+        f"backend={backend}",
+        "backend.device=cpu",
+        "augment.train.size=16",
+        *(["backend.num_workers=0"] if backend == "torch" else []),
+    ]
 )
 loader = build_loader(cfg, "train")  # rank and world size come from torchrun's environment
 epochs = {}
@@ -27,8 +36,13 @@ for epoch in (0, 1):
     loader.set_epoch(epoch)
     ids = []
     for images, _ in loader:
-        rgb = (images * 0.229 + 0.485)[:, 0].mean(dim=(1, 2)) * 255, (images * 0.224 + 0.456)[:, 1].mean(dim=(1, 2)) * 255
-        ids += [colour_id([float(r), float(g)]) for r, g in zip(*rgb, strict=True)]
+        rgb = (
+            (images * 0.229 + 0.485)[:, 0].mean(dim=(1, 2)) * 255,
+            (images * 0.224 + 0.456)[:, 1].mean(dim=(1, 2)) * 255,
+        )
+        ids += [colour_id(np.array([float(r), float(g)])) for r, g in zip(*rgb, strict=True)]
     epochs[epoch] = {"ids": ids, "batches": len(loader)}
 where = placement()
-(out / f"rank{where.rank}.json").write_text(json.dumps({"world": where.world_size, "epochs": epochs}))
+(out / f"rank{where.rank}.json").write_text(
+    json.dumps({"world": where.world_size, "epochs": epochs})
+)

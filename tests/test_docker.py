@@ -6,9 +6,9 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,9 +47,15 @@ def test_base_image_is_a_pinned_cuda12_pytorch_release() -> None:
 
 def test_dependencies_install_before_the_code_is_copied() -> None:
     steps = instructions()
-    copy_code = next(i for i, (op, rest) in enumerate(steps) if op == "COPY" and rest.startswith("dali_pipes"))
-    install_deps = next(i for i, (op, rest) in enumerate(steps) if op == "RUN" and "requirements.txt" in rest)
-    copy_pyproject = next(i for i, (op, rest) in enumerate(steps) if op == "COPY" and "pyproject.toml" in rest)
+    copy_code = next(
+        i for i, (op, rest) in enumerate(steps) if op == "COPY" and rest.startswith("dali_pipes")
+    )
+    install_deps = next(
+        i for i, (op, rest) in enumerate(steps) if op == "RUN" and "requirements.txt" in rest
+    )
+    copy_pyproject = next(
+        i for i, (op, rest) in enumerate(steps) if op == "COPY" and "pyproject.toml" in rest
+    )
     assert copy_pyproject < install_deps < copy_code
 
 
@@ -60,7 +66,9 @@ def test_the_image_installs_the_dependency_list_ci_installs(tmp_path: Path) -> N
     extract = run.split(">", 1)[0].strip()
     argv = shlex.split(extract)
     assert argv[:2] == ["python", "-c"]
-    out = subprocess.run([sys.executable, "-c", argv[2]], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", argv[2]], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert out.stdout.split() == deps
     assert "pip install -e '.[dev]'" in (ROOT / "Makefile").read_text()

@@ -79,11 +79,15 @@ def test_training_geometry_is_random_but_fixed_by_seed_epoch_and_sample() -> Non
 
 @gpu
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
-def test_dali_gpu_matches_dali_cpu_on_real_photos(train: bool, photos: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dali_gpu_matches_dali_cpu_on_real_photos(
+    train: bool, photos: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """nvJPEG (with libjpeg-turbo's fancy chroma upsampling) vs libjpeg-turbo decode."""
     on_gpu = batches(photos, train, DaliBackend(device="gpu"))
     on_cpu = batches(photos, train, DaliBackend(device="cpu"))
     assert on_gpu.shape == on_cpu.shape
-    mean, _, worst = report(f"dali-gpu vs dali-cpu ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)
+    mean, _, worst = report(
+        f"dali-gpu vs dali-cpu ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys
+    )
     assert mean <= GPU_MEAN_BOUND
     assert worst <= GPU_MAX_BOUND

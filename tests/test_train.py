@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -23,7 +24,12 @@ from dali_pipes.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small, quick settings shared by the subprocess runs: 24 images per class, 8 per batch.
-TINY = ["data.train_per_class=24", "data.val_per_class=6", "data.batch_size=8", "backend.num_threads=1"]
+TINY = [
+    "data.train_per_class=24",
+    "data.val_per_class=6",
+    "data.batch_size=8",
+    "backend.num_threads=1",
+]
 
 
 def rows(out: Path) -> list[dict[str, str]]:
@@ -35,7 +41,11 @@ def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProces
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
         [sys.executable, "-m", "dali_pipes.train", *args],
-        env=env, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
     )
 
 
@@ -54,28 +64,55 @@ def test_default_run_shortened_learns_well_above_chance(tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend", ["torch", "synthetic"])
 def test_the_loop_runs_unchanged_on_other_backends(tmp_path: Path, backend: str) -> None:
     extra = ["backend.num_workers=0"] if backend == "torch" else []
-    row = train(compose_config([f"output_dir={tmp_path}", f"backend={backend}", "trainer.epochs=1", *TINY[:-1], *extra]))
+    row = train(
+        compose_config(
+            [f"output_dir={tmp_path}", f"backend={backend}", "trainer.epochs=1", *TINY[:-1], *extra]
+        )
+    )
     assert row["samples"] == 6 * 24 and math.isfinite(row["train_loss"])
 
 
 @pytest.mark.slow
 def test_torchrun_two_cpu_processes_train_to_completion(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "dali_pipes.train", f"output_dir={out}", "trainer.epochs=2", *TINY]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "dali_pipes.train",
+        f"output_dir={out}",
+        "trainer.epochs=2",
+        *TINY,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     epochs = rows(out)
     assert [r["epoch"] for r in epochs] == ["0", "1"]
-    assert all(int(r["samples"]) == 6 * 24 for r in epochs), "both ranks together read every sample once"
+    assert all(int(r["samples"]) == 6 * 24 for r in epochs), (
+        "both ranks together read every sample once"
+    )
     assert not list(out.glob("*rank1*")), "only rank 0 writes"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["dali", "torch"])
-def test_torchrun_ranks_read_disjoint_shards_covering_every_sample(tmp_path: Path, identity_tree: Path, backend: str) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "tests" / "dist_probe.py"), str(identity_tree), str(tmp_path), backend]
+def test_torchrun_ranks_read_disjoint_shards_covering_every_sample(
+    tmp_path: Path, identity_tree: Path, backend: str
+) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "tests" / "dist_probe.py"),
+        str(identity_tree),
+        str(tmp_path),
+        backend,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -96,8 +133,13 @@ def test_sigkill_mid_epoch_then_resume_auto_continues_epochs_and_schedule(tmp_pa
 
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "dali_pipes.train", f"output_dir={out}", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dali_pipes.train", f"output_dir={out}", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     while latest(out / "checkpoints") is None and time.time() < deadline:
         time.sleep(0.05)
@@ -119,7 +161,10 @@ def test_sigkill_mid_epoch_then_resume_auto_continues_epochs_and_schedule(tmp_pa
 
 
 def test_cli_errors_are_one_line_with_exit_code_2(tmp_path: Path) -> None:
-    done = run_cli(["data=folder", f"data.root={tmp_path / 'missing'}", f"output_dir={tmp_path / 'out'}"], timeout=120)
+    done = run_cli(
+        ["data=folder", f"data.root={tmp_path / 'missing'}", f"output_dir={tmp_path / 'out'}"],
+        timeout=120,
+    )
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("dali_pipes: error: data root") and str(tmp_path / "missing") in last
@@ -133,10 +178,12 @@ def test_unwritable_output_dir_is_reported(tmp_path: Path) -> None:
 
 
 def test_no_weight_decay_on_norm_and_bias() -> None:
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(4, 2))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.Linear(4, 2)
+    )
     decay, no_decay = param_groups(model, 1e-4)
-    assert {id(p) for p in decay["params"]} == {id(model[0].weight), id(model[2].weight)}  # type: ignore[arg-type]
-    assert len(no_decay["params"]) == 4 and no_decay["weight_decay"] == 0.0  # type: ignore[arg-type]
+    assert {id(p) for p in decay["params"]} == {id(model[0].weight), id(model[2].weight)}
+    assert len(no_decay["params"]) == 4 and no_decay["weight_decay"] == 0.0
 
 
 def test_lr_scales_with_global_batch_warms_up_then_decays_to_zero() -> None:
@@ -150,16 +197,30 @@ def test_lr_scales_with_global_batch_warms_up_then_decays_to_zero() -> None:
         opt.step()
         sched.step()
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:], strict=False)) and lrs[-1] < 0.01
+    assert all(a >= b for a, b in itertools.pairwise(lrs[9:])) and lrs[-1] < 0.01
 
 
 @gpu
 def test_gpu_recipe_uses_bf16_autocast_channels_last_and_nccl(tmp_path: Path) -> None:
     out = tmp_path / "gpu"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-           "-m", "dali_pipes.train", f"output_dir={out}", "model=resnet18", "trainer=imagenet",
-           "trainer.epochs=1", "trainer.max_steps_per_epoch=5", *TINY[:-1]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=1",
+        "-m",
+        "dali_pipes.train",
+        f"output_dir={out}",
+        "model=resnet18",
+        "trainer=imagenet",
+        "trainer.epochs=1",
+        "trainer.max_steps_per_epoch=5",
+        *TINY[:-1],
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     log = (out / "train.log").read_text()
-    assert "on cuda:0" in log and "nccl" in log and "autocast bf16" in log and "channels_last" in log
+    assert (
+        "on cuda:0" in log and "nccl" in log and "autocast bf16" in log and "channels_last" in log
+    )

@@ -1,0 +1,318 @@
+"""``python -m dali_pipes.bench data=folder data.root=DIR``: every loader, side by side.
+
+On the same files (the train split of any data config) and the same training augmentation,
+it measures: the baseline a user would otherwise write (torchvision ``ImageFolder`` + PIL +
+``DataLoader`` with one worker per core, pinned memory, persistent workers), the torch
+backend, DALI on the CPU, DALI on the GPU (when there is one), the synthetic ceiling, and
+the machine's JPEG decode ceiling (full decodes per second on all cores). Each gets the
+median and range of images/s over repeats (warm-up excluded), its ratio to the baseline,
+its share of the decode ceiling, CPU utilisation and peak host/GPU memory. The table goes
+to stdout, everything (with machine and versions) to a JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from dali_pipes.backends import create_loader
+from dali_pipes.config import config_dir, loader_spec, register_configs, to_spec
+from dali_pipes.dist import cpu_share
+from dali_pipes.errors import DaliPipesError
+from dali_pipes.measure import Measurement, measure
+from dali_pipes.sources import ImageSource
+from dali_pipes.spec import (
+    AugmentSpec,
+    BackendSpec,
+    DaliBackend,
+    SyntheticBackend,
+    TorchBackend,
+    require,
+)
+
+log = logging.getLogger("dali_pipes.bench")
+
+CANDIDATES = ("baseline", "torch", "dali-cpu", "dali-gpu", "synthetic", "decode")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """``bench`` config node."""
+
+    candidates: tuple[str, ...] = CANDIDATES
+    repeats: int = 5
+    warmup_images: int = 256
+    min_images: int = 1024  # per timed repeat
+    workers: int | None = None  # baseline/torch DataLoader workers; null = all cores
+    out: str = "outputs/bench/bench.json"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        unknown = set(self.candidates) - set(CANDIDATES)
+        require(not unknown, "bench.candidates", sorted(unknown), f"choose from {CANDIDATES}")
+        require(self.repeats >= 1, "bench.repeats", self.repeats, "must be >= 1")
+        require(self.min_images >= 1, "bench.min_images", self.min_images, "must be >= 1")
+        require(self.warmup_images >= 0, "bench.warmup_images", self.warmup_images, ">= 0")
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def _baseline(
+    source: ImageSource, augment: AugmentSpec, batch: int, workers: int, cuda: bool
+) -> Callable[[], Iterable[Any]]:
+    """What users write without dali_pipes: ImageFolder + PIL + torchvision transforms."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms
+
+    transform = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(
+                augment.train.size, augment.train.scale, augment.train.ratio
+            ),
+            transforms.RandomHorizontalFlip(augment.train.flip_prob),
+            transforms.ToTensor(),
+            transforms.Normalize(augment.mean, augment.std),
+        ]
+    )
+    dataset = datasets.ImageFolder(source.root, transform=transform)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=cuda,
+        persistent_workers=workers > 0,
+    )
+
+    def epoch() -> Iterable[Any]:
+        for images, labels in loader:
+            if cuda:  # the copy the user's loop would make
+                images = images.cuda(non_blocking=True)
+                labels = labels.cuda(non_blocking=True)
+            yield images, labels
+
+    return epoch
+
+
+def _decode_worker(paths: list[str], images: int) -> float:
+    from torchvision.io import ImageReadMode, decode_image, read_file
+
+    torch.set_num_threads(1)
+    blobs = [read_file(p) for p in paths]
+    start, done = time.perf_counter(), 0
+    while done < images:
+        for blob in blobs:
+            decode_image(blob, mode=ImageReadMode.RGB)
+            done += 1
+            if done >= images:
+                break
+    return time.perf_counter() - start
+
+
+def decode_ceiling(source: ImageSource, cores: int, images: int, repeats: int) -> Measurement:
+    """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
+    result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
+    shards = [list(source.files[i::cores]) for i in range(cores)]
+    per = max(1, images // cores)
+    with get_context("spawn").Pool(cores) as pool:
+        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
+        for _ in range(repeats):
+            start = time.perf_counter()
+            pool.starmap(_decode_worker, [(s, per) for s in shards])
+            result.rates.append(per * cores / (time.perf_counter() - start))
+    return result
+
+
+def _backend_for(cfg: DictConfig, name: str, device: str) -> BackendSpec:
+    """The configured backend options when they are for this backend, else its defaults."""
+    kind: type[BackendSpec] = {
+        "dali": DaliBackend,
+        "torch": TorchBackend,
+        "synthetic": SyntheticBackend,
+    }[name]
+    base = to_spec(cfg.backend, BackendSpec)
+    fields = asdict(base) if base.name == name else {}
+    return kind(**{**fields, "name": name, "device": device})
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run_bench(cfg: DictConfig) -> dict[str, Any]:
+    bench = to_spec(cfg.bench, BenchSpec)
+    spec = loader_spec(cfg, "train", rank=0, world_size=1)
+    source = spec.source
+    if not isinstance(source, ImageSource):
+        raise DaliPipesError("bench needs image files: use data=folder, imagenet or sample")
+    cores = cpu_share()
+    workers = cores if bench.workers is None else bench.workers
+    cuda = torch.cuda.is_available()
+
+    def timed(name: str, epochs: Callable[[], Iterable[Any]]) -> Measurement:
+        return measure(
+            name,
+            epochs,
+            warmup_images=bench.warmup_images,
+            min_images=bench.min_images,
+            repeats=bench.repeats,
+            cores=cores,
+        )
+
+    def with_backend(name: str, backend: BackendSpec) -> Callable[[], Measurement]:
+        def run() -> Measurement:
+            with create_loader(replace(spec, backend=backend)) as loader:
+                return timed(name, lambda: loader)
+
+        return run
+
+    torch_backend = _backend_for(cfg, "torch", "auto")
+    assert isinstance(torch_backend, TorchBackend)
+    runners: dict[str, Callable[[], Measurement]] = {
+        "baseline": lambda: timed(
+            "baseline", _baseline(source, spec.augment, spec.batch_size, workers, cuda)
+        ),
+        "torch": with_backend("torch", replace(torch_backend, num_workers=workers)),
+        "dali-cpu": with_backend("dali-cpu", _backend_for(cfg, "dali", "cpu")),
+        "dali-gpu": with_backend("dali-gpu", _backend_for(cfg, "dali", "gpu")),
+        "synthetic": with_backend("synthetic", _backend_for(cfg, "synthetic", "auto")),
+        "decode": lambda: decode_ceiling(source, cores, bench.min_images, bench.repeats),
+    }
+    results: list[Measurement] = []
+    for name in tqdm(bench.candidates, desc="bench", unit="loader", disable=None):
+        if name == "dali-gpu" and not cuda:
+            results.append(Measurement(name, note="skipped: no CUDA device"))
+            continue
+        log.info("measuring %s", name)
+        results.append(runners[name]())
+
+    report = _report(cfg, source, spec.batch_size, workers, results)
+    out = Path(bench.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(markdown(report))
+    print(f"\nwritten to {out}")
+    return report
+
+
+def environment() -> dict[str, Any]:
+    versions: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    for module in ("torchvision", "nvidia.dali", "PIL", "numpy"):
+        try:
+            versions[module] = __import__(module, fromlist=["__version__"]).__version__
+        except ImportError:
+            versions[module] = None
+    machine: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cores": cpu_share(),
+    }
+    if torch.cuda.is_available():
+        machine["gpu"] = torch.cuda.get_device_name()
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine,
+        "versions": versions,
+        "command": " ".join(sys.argv),
+    }
+
+
+def _report(
+    cfg: DictConfig,
+    source: ImageSource,
+    batch: int,
+    workers: int,
+    results: list[Measurement],
+) -> dict[str, Any]:
+    by_name = {r.name: r for r in results}
+    base = by_name.get("baseline")
+    ceiling = by_name.get("decode")
+    rows = []
+    for r in results:
+        row = r.as_dict()
+        row["vs_baseline"] = r.median / base.median if base and base.rates and r.rates else math.nan
+        row["pct_decode_ceiling"] = (
+            100 * r.median / ceiling.median if ceiling and ceiling.rates and r.rates else math.nan
+        )
+        rows.append(row)
+    return {
+        **environment(),
+        "dataset": {"root": source.root, "images": len(source), "classes": source.num_classes},
+        "batch_size": batch,
+        "workers": workers,
+        "augment": OmegaConf.to_container(cfg.augment),
+        "results": rows,
+    }
+
+
+COLUMNS = (
+    ("loader", "name", "{}"),
+    ("images/s (median)", "images_per_s_median", "{:.0f}"),
+    ("min", "images_per_s_min", "{:.0f}"),
+    ("max", "images_per_s_max", "{:.0f}"),
+    ("× baseline", "vs_baseline", "{:.2f}"),
+    ("% decode ceiling", "pct_decode_ceiling", "{:.0f}"),
+    ("CPU util %", "cpu_util_pct", "{:.0f}"),
+    ("peak host MB", "peak_host_mb", "{:.0f}"),
+    ("peak GPU MB", "peak_gpu_mb", "{:.0f}"),
+    ("note", "note", "{}"),
+)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The results as a Markdown table ("–" where a figure does not apply)."""
+
+    def cell(row: dict[str, Any], key: str, fmt: str) -> str:
+        value = 100 * row["cpu_util"] if key == "cpu_util_pct" else row[key]
+        if isinstance(value, float) and math.isnan(value):
+            return "–"
+        return fmt.format(value)
+
+    lines = [
+        "| " + " | ".join(title for title, _, _ in COLUMNS) + " |",
+        "| --- |" + " ---: |" * (len(COLUMNS) - 2) + " --- |",
+    ]
+    for row in report["results"]:
+        lines.append("| " + " | ".join(cell(row, key, fmt) for _, key, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+@hydra.main(config_path=str(config_dir()), config_name="bench", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+    try:
+        run_bench(cfg)
+    except DaliPipesError as exc:
+        print(f"dali_pipes: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    register_configs()
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    # Run the imported module, not this __main__ copy: the config schema registered by
+    # dali_pipes.config is dali_pipes.bench.BenchSpec, a different class from __main__'s.
+    from dali_pipes.bench import main as _main
+
+    _main()
