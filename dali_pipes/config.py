@@ -64,10 +64,13 @@ def config_dir() -> Path:
 
 def register_configs() -> None:
     """Put the schemas into Hydra's ConfigStore (idempotent)."""
-    from dali_pipes.bench import BenchSpec  # here: bench imports this module
+    # Imported here: these modules import this one.
+    from dali_pipes.bench import BenchSpec
+    from dali_pipes.doctor import DoctorSpec
 
     store = ConfigStore.instance()
-    for (group, name), cls in {**SCHEMAS, ("bench", "base"): BenchSpec}.items():
+    tools = {("bench", "base"): BenchSpec, ("doctor", "base"): DoctorSpec}
+    for (group, name), cls in {**SCHEMAS, **tools}.items():
         node = OmegaConf.structured(cls)
         _writable(node)  # a frozen dataclass, but a config the command line may override
         store.store(group=f"schema/{group}", name=name, node=node)
