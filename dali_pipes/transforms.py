@@ -18,26 +18,21 @@ import torch
 import torchvision.transforms.v2.functional as F
 
 
-def _edge_taps(
-    n_in: int, n_res: int, lines: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """DALI's clamped triangle filter for the resized ``lines`` whose filter leaves the input.
+def _taps(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DALI's triangle filter for resized ``lines`` of an ``n_in -> n_res`` resize.
 
-    Returns the positions (into ``lines``) of those lines, their tap indices (clamped to the
-    input) and weights, ``[k]``, ``[k, T]``, ``[k, T]``. Only lines near either end can
-    qualify, so only those are computed.
+    Returns tap indices clamped to the input and normalised weights, ``[k, T]`` each, and
+    for every line whether its filter reaches past either end of the input.
     """
     scale = n_in / n_res
     support = max(scale, 1.0)
     reach = math.ceil(support) + 1
-    near = np.flatnonzero((lines < reach + 1) | (lines >= n_res - reach - 1))
-    centres = (lines[near] + 0.5) * scale
+    centres = (lines + 0.5) * scale
     taps = np.floor(centres)[:, None] + np.arange(-reach, reach + 1)[None, :]
     w = np.maximum(0.0, 1.0 - np.abs(taps + 0.5 - centres[:, None]) / support)
     w /= w.sum(axis=1, keepdims=True)
     crosses = (((taps < 0) | (taps >= n_in)) & (w > 0)).any(axis=1)
-    idx = np.clip(taps[crosses], 0, n_in - 1).astype(np.int64)
-    return near[crosses], idx, w[crosses].astype(np.float32)
+    return np.clip(taps, 0, n_in - 1).astype(np.int64), w.astype(np.float32), crosses
 
 
 def _fix_edges(
@@ -45,38 +40,50 @@ def _fix_edges(
 ) -> torch.Tensor:
     """Recompute the output lines whose filter crosses the window edge, DALI style.
 
-    A fixed row is the clamped vertical filter applied to a few source rows, then resized
-    horizontally by torchvision (right except in its own edge columns); fixed columns
-    likewise; the corner pixels, where both filters clamp, are computed last, directly.
+    A fixed row is the clamped vertical filter applied to the few source rows under it,
+    then the clamped horizontal filter; fixed columns the other way round. Both use
+    DALI's filter everywhere, so corners (clamped both ways) come out right as well.
+    The arithmetic is in NumPy: a few small arrays per image, where torch's per-operation
+    overhead would cost more than the work.
     """
     (h, w), (oh, ow) = window.shape[-2:], out.shape[-2:]
-    rows, ry, wy = _edge_taps(h, resize[0], np.arange(oh) + crop[0])
-    cols, cx, wx = _edge_taps(w, resize[1], np.arange(ow) + crop[1])
-    if not (len(rows) or len(cols)):
+    ry, wy, fix_rows = _taps(h, resize[0], np.arange(oh) + crop[0])
+    cx, wx, fix_cols = _taps(w, resize[1], np.arange(ow) + crop[1])
+    if not (fix_rows.any() or fix_cols.any()):
         return out
-    out = out.clone()
-    if len(rows):  # [3, k, T, w] weighted over T -> [3, k, w] -> horizontal resize
-        taps = window[:, torch.from_numpy(ry)].to(torch.float32)
-        lines = (taps * torch.from_numpy(wy)[None, :, :, None]).sum(2)
-        lines = F.resize(lines, [len(rows), resize[1]], antialias=True)[..., crop[1] : crop[1] + ow]
-        out[:, torch.from_numpy(rows), :] = _to_uint8(lines, out.dtype)
-    if len(cols):  # [3, h, k, T] weighted over T -> [3, h, k] -> vertical resize
-        taps = window[:, :, torch.from_numpy(cx)].to(torch.float32)
-        lines = (taps * torch.from_numpy(wx)[None, None]).sum(3)
-        lines = F.resize(lines, [resize[0], len(cols)], antialias=True)[:, crop[0] : crop[0] + oh]
-        out[:, :, torch.from_numpy(cols)] = _to_uint8(lines, out.dtype)
-    for i, r in enumerate(rows):
-        for j, c in enumerate(cols):
-            block = window[:, torch.from_numpy(ry[i])][:, :, torch.from_numpy(cx[j])].float()
-            value = torch.einsum(
-                "y,cyx,x->c", torch.from_numpy(wy[i]), block, torch.from_numpy(wx[j])
-            )
-            out[:, r, c] = _to_uint8(value, out.dtype)
-    return out
+    src = window.numpy()
+    fixed = out.numpy().copy()
+    if fix_rows.any():
+        rows = np.flatnonzero(fix_rows)
+        lines = _filter(src, ry[rows], wy[rows])  # [3, k, w]
+        fixed[:, rows, :] = _to_uint8((lines[:, :, cx] * wx).sum(-1))  # [3, k, ow]
+    if fix_cols.any():
+        cols = np.flatnonzero(fix_cols)
+        lines = _filter(src.transpose(0, 2, 1), cx[cols], wx[cols])  # [3, k, h]
+        fixed[:, :, cols] = _to_uint8((lines[:, :, ry] * wy).sum(-1)).transpose(0, 2, 1)
+    return torch.from_numpy(fixed)
 
 
-def _to_uint8(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return x.round().clamp(0, 255).to(dtype)
+def _filter(src: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted sums of rows of ``src`` ``[3, n, m]``: ``[3, k, m]`` for ``[k, T]`` taps.
+
+    Taps sit near one end or the other, so each side converts one contiguous band of
+    rows to float rather than the whole image.
+    """
+    n = src.shape[1]
+    result = np.empty((3, len(idx), src.shape[2]), dtype=np.float32)
+    low = idx.max(axis=1) < n // 2
+    for side in (low, ~low):
+        if side.any():
+            first, last = int(idx[side].min()), int(idx[side].max())
+            band = src[:, first : last + 1].astype(np.float32)
+            taps = band[:, idx[side] - first]  # [3, k, T, m]
+            result[:, side] = (taps * weights[side][..., None]).sum(axis=2)
+    return result
+
+
+def _to_uint8(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
 
 def apply_geometry(
