@@ -31,7 +31,7 @@ def _taps(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndar
     taps = np.floor(centres)[:, None] + np.arange(-reach, reach + 1)[None, :]
     w = np.maximum(0.0, 1.0 - np.abs(taps + 0.5 - centres[:, None]) / support)
     w /= w.sum(axis=1, keepdims=True)
-    crosses = (((taps < 0) | (taps >= n_in)) & (w > 0)).any(axis=1)
+    crosses = np.asarray((((taps < 0) | (taps >= n_in)) & (w > 0)).any(axis=1))
     return np.clip(taps, 0, n_in - 1).astype(np.int64), w.astype(np.float32), crosses
 
 
