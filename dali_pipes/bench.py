@@ -222,7 +222,7 @@ def environment() -> dict[str, Any]:
             versions[module] = None
     machine: dict[str, Any] = {
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": _cpu_model(),
         "cores": cpu_share(),
     }
     if torch.cuda.is_available():
@@ -231,8 +231,26 @@ def environment() -> dict[str, Any]:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine,
         "versions": versions,
-        "command": " ".join(sys.argv),
+        "command": _command(),
     }
+
+
+def _command() -> str:
+    """The command line as typed: ``python -m dali_pipes.<tool> ...`` for our tools."""
+    script = Path(sys.argv[0])
+    if script.parent == Path(__file__).parent:
+        return " ".join([f"python -m dali_pipes.{script.stem}", *sys.argv[1:]])
+    return " ".join(sys.argv)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _report(
