@@ -25,13 +25,13 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from dali_pipes import cli
 from dali_pipes.backends import create_loader
-from dali_pipes.config import config_dir, loader_spec, register_configs, to_spec
+from dali_pipes.config import loader_spec, to_spec
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.measure import Measurement, measure
@@ -313,24 +313,14 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(config_path=str(config_dir()), config_name="bench", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
-    try:
-        run_bench(cfg)
-    except DaliPipesError as exc:
-        print(f"dali_pipes: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main() -> None:
-    register_configs()
-    _hydra_main()
+    cli.run(run_bench, "bench")
 
 
 if __name__ == "__main__":
-    # Run the imported module, not this __main__ copy: the config schema registered by
-    # dali_pipes.config is dali_pipes.bench.BenchSpec, a different class from __main__'s.
-    from dali_pipes.bench import main as _main
+    # Run the package's module, not this __main__ copy of it: the config schemas that
+    # dali_pipes.config registers are the package's classes, and a second copy of a
+    # schema class would not match them.
+    from dali_pipes import bench as tool
 
-    _main()
+    tool.main()

@@ -16,21 +16,20 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import hydra
 import torch
 import yaml
 from omegaconf import DictConfig
 from torch import nn
 
+from dali_pipes import cli
 from dali_pipes.backends import Loader, create_loader
 from dali_pipes.bench import environment
-from dali_pipes.config import config_dir, loader_spec, register_configs, to_spec
+from dali_pipes.config import loader_spec, to_spec
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.loop import StepConfig, train_one_epoch
@@ -238,23 +237,14 @@ def summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(config_path=str(config_dir()), config_name="doctor", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
-    try:
-        run_doctor(cfg)
-    except DaliPipesError as exc:
-        print(f"dali_pipes: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main() -> None:
-    register_configs()
-    _hydra_main()
+    cli.run(run_doctor, "doctor")
 
 
 if __name__ == "__main__":
-    # Run the imported module (see dali_pipes.bench for why).
-    from dali_pipes.doctor import main as _main
+    # Run the package's module, not this __main__ copy of it: the config schemas that
+    # dali_pipes.config registers are the package's classes, and a second copy of a
+    # schema class would not match them.
+    from dali_pipes import doctor as tool
 
-    _main()
+    tool.main()

@@ -28,8 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dali_pipes import checkpoint, distributed
-from dali_pipes.config import build_loader, config_dir, register_configs, to_spec
+from dali_pipes import checkpoint, cli, distributed
+from dali_pipes.config import build_loader, to_spec
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.loop import EpochStats, StepConfig, evaluate, safe_div, train_one_epoch
@@ -278,19 +278,14 @@ def _run(
     return row
 
 
-@hydra.main(config_path=str(config_dir()), config_name="train", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
-    try:
-        train(cfg)
-    except DaliPipesError as exc:
-        print(f"dali_pipes: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main() -> None:
-    register_configs()
-    _hydra_main()
+    cli.run(train, "train")
 
 
 if __name__ == "__main__":
-    main()
+    # Run the package's module, not this __main__ copy of it: the config schemas that
+    # dali_pipes.config registers are the package's classes, and a second copy of a
+    # schema class would not match them.
+    from dali_pipes import train as tool
+
+    tool.main()

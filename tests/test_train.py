@@ -37,6 +37,19 @@ def rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def torchrun(nproc: int, *args: str, timeout: float = 600) -> None:
+    """``torchrun --standalone --nproc_per_node=nproc ARGS``; fails the test on error."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+    ]
+    done = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(
@@ -75,20 +88,15 @@ def test_the_loop_runs_unchanged_on_other_backends(tmp_path: Path, backend: str)
 @pytest.mark.slow
 def test_torchrun_two_cpu_processes_train_to_completion(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
+    torchrun(
+        2,
         "-m",
         "dali_pipes.train",
         f"output_dir={out}",
         "trainer.epochs=2",
         *TINY,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+        timeout=300,
+    )
     epochs = rows(out)
     assert [r["epoch"] for r in epochs] == ["0", "1"]
     assert all(int(r["samples"]) == 6 * 24 for r in epochs), (
@@ -102,19 +110,14 @@ def test_torchrun_two_cpu_processes_train_to_completion(tmp_path: Path) -> None:
 def test_torchrun_ranks_read_disjoint_shards_covering_every_sample(
     tmp_path: Path, identity_tree: Path, backend: str
 ) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
+    torchrun(
+        2,
         str(ROOT / "tests" / "dist_probe.py"),
         str(identity_tree),
         str(tmp_path),
         backend,
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+        timeout=300,
+    )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     n = sum(IDENTITY_CLASSES.values())
     for epoch in ("0", "1"):
@@ -203,12 +206,8 @@ def test_lr_scales_with_global_batch_warms_up_then_decays_to_zero() -> None:
 @gpu
 def test_gpu_recipe_uses_bf16_autocast_channels_last_and_nccl(tmp_path: Path) -> None:
     out = tmp_path / "gpu"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=1",
+    torchrun(
+        1,
         "-m",
         "dali_pipes.train",
         f"output_dir={out}",
@@ -217,9 +216,8 @@ def test_gpu_recipe_uses_bf16_autocast_channels_last_and_nccl(tmp_path: Path) ->
         "trainer.epochs=1",
         "trainer.max_steps_per_epoch=5",
         *TINY[:-1],
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+        timeout=600,
+    )
     log = (out / "train.log").read_text()
     assert (
         "on cuda:0" in log and "nccl" in log and "autocast bf16" in log and "channels_last" in log

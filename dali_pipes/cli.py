@@ -1,0 +1,34 @@
+"""The one command-line wrapper every tool uses (train, bench, doctor).
+
+Hydra composes ``conf/<config_name>.yaml`` with the command-line overrides and calls the
+tool's plain ``task(cfg)`` function (the one tests call directly). A
+:class:`~dali_pipes.errors.DaliPipesError` becomes one line on stderr and exit code 2;
+anything else is a bug and keeps Hydra's traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+
+import hydra
+from omegaconf import DictConfig
+
+from dali_pipes.config import config_dir, register_configs
+from dali_pipes.errors import DaliPipesError
+
+
+def run(task: Callable[[DictConfig], object], config_name: str) -> None:
+    register_configs()
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+
+    @hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
+    def _main(cfg: DictConfig) -> None:
+        try:
+            task(cfg)
+        except DaliPipesError as exc:
+            print(f"dali_pipes: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+
+    _main()
