@@ -157,6 +157,8 @@ def loader_spec(
         augment=augment,
         sampling=sampling,
         backend=backend,
+        on_error=data.on_error,
+        max_pixels=data.max_pixels,
     )
 
 

@@ -19,8 +19,14 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE = frozenset(range(0xD0, 0xDA)) | {0x01}  # RSTn, SOI, EOI, TEM: no length field
 
 
-def image_size(data: bytes | memoryview | np.ndarray, path: str = "<bytes>") -> tuple[int, int]:
-    """Return (height, width) of a JPEG, PNG or WebP image, or raise :class:`DataError`."""
+def image_size(
+    data: bytes | memoryview | np.ndarray, path: str = "<bytes>", max_pixels: int | None = None
+) -> tuple[int, int]:
+    """Return (height, width) of a JPEG, PNG or WebP image, or raise :class:`DataError`.
+
+    With ``max_pixels``, a header claiming more pixels is refused here, before any decoder
+    allocates memory for it.
+    """
     buf: bytes | memoryview = data if isinstance(data, bytes) else memoryview(data).cast("B")  # type: ignore[arg-type]
     head = bytes(buf[:16])
     if head[:2] == b"\xff\xd8":
@@ -38,6 +44,11 @@ def image_size(data: bytes | memoryview | np.ndarray, path: str = "<bytes>") -> 
         )
     if h <= 0 or w <= 0:
         raise DataError(f"{path}: image header says {w}x{h} pixels; the file is broken")
+    if max_pixels is not None and h * w > max_pixels:
+        raise DataError(
+            f"{path}: image header says {w}x{h} = {h * w} pixels, above "
+            f"data.max_pixels={max_pixels}; raise the limit or remove the file"
+        )
     return h, w
 
 

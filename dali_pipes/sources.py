@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.manifest import read_manifest
 from dali_pipes.spec import DataSpec, FolderData, SampleData, SyntheticData
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ class ImageSource:
     files: tuple[str, ...]
     labels: np.ndarray = field(repr=False)  # int64, one per file
     classes: tuple[str, ...]
+    #: Files left out at discovery, with the reason (unsupported format, scan manifest).
+    rejected: tuple[tuple[str, str], ...] = ()
 
     def __len__(self) -> int:
         return len(self.files)
@@ -66,8 +69,17 @@ class SyntheticSource:
 Source = ImageSource | SyntheticSource
 
 
-def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
-    """List ``root/<class>/**/<image>`` like ``torchvision.datasets.ImageFolder``."""
+def discover_folder(
+    root: str | os.PathLike[str], *, on_error: str = "raise", exclude: str | None = None
+) -> ImageSource:
+    """List ``root/<class>/**/<image>`` like ``torchvision.datasets.ImageFolder``.
+
+    Files of a format the backends cannot decode fail the listing, or with
+    ``on_error="skip"`` are left out and listed in ``rejected``; so are the files of an
+    ``exclude`` manifest (from ``python -m dali_pipes.scan``).
+    """
+    excluded = read_manifest(exclude) if exclude else {}
+    rejected: list[tuple[str, str]] = []
     top = Path(root).expanduser()
     if not top.exists():
         raise DataError(f"data root {top} does not exist; set data.root to an image folder")
@@ -86,14 +98,17 @@ def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
                 ext = os.path.splitext(fname)[1].lower()
                 path = os.path.join(dirpath, fname)
                 if ext in IMAGE_EXTENSIONS:
+                    if excluded and (reason := excluded.get(str(Path(path).resolve()))):
+                        rejected.append((path, f"in the scan manifest: {reason}"))
+                        continue
                     files.append(path)
                     labels.append(index)
                     found += 1
                 elif ext in UNSUPPORTED_EXTENSIONS:
-                    raise DataError(
-                        f"{path}: {ext} images are not supported; "
-                        f"convert it to JPEG or PNG, or remove it"
-                    )
+                    message = f"{ext} images are not supported; convert it to JPEG or PNG"
+                    if on_error != "skip":
+                        raise DataError(f"{path}: {message}, or remove it")
+                    rejected.append((path, message))
                 else:
                     ignored += 1
         if found == 0:
@@ -108,6 +123,7 @@ def discover_folder(root: str | os.PathLike[str]) -> ImageSource:
         files=tuple(files),
         labels=np.asarray(labels, dtype=np.int64),
         classes=tuple(classes),
+        rejected=tuple(rejected),
     )
 
 
@@ -121,12 +137,16 @@ def open_source(data: DataSpec, split: str) -> Source:
         from dali_pipes.sample_data import ensure_sample_dataset
 
         root = ensure_sample_dataset(data.root, data.train_per_class, data.val_per_class)
-        return discover_folder(root / split)
+        return discover_folder(root / split, on_error=data.on_error, exclude=data.exclude)
     if isinstance(data, FolderData):
         if not data.root:
             raise ConfigError("data.root is not set: pass data.root=/path/to/images")
         sub = data.train_dir if split == "train" else data.val_dir
-        return discover_folder(Path(data.root) / sub if sub else Path(data.root))
+        return discover_folder(
+            Path(data.root) / sub if sub else Path(data.root),
+            on_error=data.on_error,
+            exclude=data.exclude,
+        )
     raise ConfigError(
         f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic"
     )

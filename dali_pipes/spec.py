@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 DTYPES = ("float32", "float16", "bfloat16")
 DEVICES = ("auto", "gpu", "cpu")
-ON_ERROR = ("raise",)
+ON_ERROR = ("raise", "skip")
+DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
 
 
 def require(ok: bool, key: str, value: Any, need: str) -> None:
@@ -109,16 +110,26 @@ class AugmentSpec:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """Fields every dataset kind shares; ``batch_size`` is per process (per GPU)."""
+    """Fields every dataset kind shares; ``batch_size`` is per process (per GPU).
+
+    ``on_error``: ``raise`` stops at the first file that cannot be read or decoded, naming
+    it; ``skip`` reports each such file once, leaves it out and carries on. ``max_pixels``
+    rejects a file whose header claims more pixels, before anything is allocated.
+    ``exclude`` is a manifest written by ``python -m dali_pipes.scan``: the files it lists
+    are left out of the dataset before sharding.
+    """
 
     name: str = "folder"
     batch_size: int = 64
     drop_last: bool = False
     on_error: str = "raise"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    exclude: str | None = None
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
         require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
+        require(self.max_pixels >= 1, "data.max_pixels", self.max_pixels, "must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -286,3 +297,5 @@ class LoaderSpec:
     augment: AugmentSpec
     sampling: SamplingSpec
     backend: BackendSpec
+    on_error: str = "raise"
+    max_pixels: int = DEFAULT_MAX_PIXELS

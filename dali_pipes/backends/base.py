@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from dali_pipes.errors import ConfigError
+from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.normalize import Batch
 from dali_pipes.sampling import ShardSampler
 from dali_pipes.spec import LoaderSpec
+
+log = logging.getLogger("dali_pipes.data")
+
+
+class BadFiles:
+    """Files left out under ``on_error=skip``: each reported once, counted every epoch."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[str, str] = {}
+        self.this_epoch = 0
+
+    def add(self, path: str, reason: str | BaseException, *, count: bool = True) -> None:
+        text = str(reason).removeprefix(f"{path}: ")
+        if path not in self.reasons:
+            self.reasons[path] = text
+            log.warning("skipping %s: %s", path, text)
+        if count:
+            self.this_epoch += 1
+
+    def __contains__(self, path: object) -> bool:
+        return path in self.reasons
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch of this rank: its number and its batches of sample indices, in order."""
+
+    epoch: int
+    batches: list[np.ndarray]
 
 
 class Loader(ABC):
@@ -19,6 +51,9 @@ class Loader(ABC):
     ``iter(loader)`` starts an epoch: the one given to :meth:`set_epoch`, else the one after
     the previous ``iter``. Breaking out early and iterating again is fine. ``len(loader)``
     is the number of batches this rank yields per epoch, the same on every rank.
+
+    With ``on_error=skip`` a file that cannot be read or decoded is reported once
+    (:attr:`bad_files`), counted (:attr:`skipped`) and left out of its batch.
     """
 
     device: torch.device
@@ -27,6 +62,10 @@ class Loader(ABC):
         self.spec = spec
         self.sampler = ShardSampler(len(spec.source), spec.sampling)
         self._next_epoch = 0
+        self._start_batch = 0
+        self.bad = BadFiles()
+        for path, reason in getattr(spec.source, "rejected", ()):
+            self.bad.add(path, reason, count=False)
 
     def __len__(self) -> int:
         return self.sampler.num_batches(self.spec.batch_size)
@@ -48,23 +87,51 @@ class Loader(ABC):
         """Samples this rank yields per epoch (including DistributedSampler padding)."""
         return min(len(self) * self.batch_size, self.sampler.num_samples)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter`` run ``epoch``: order and augmentation are f(seed, epoch)."""
+    @property
+    def skip(self) -> bool:
+        return self.spec.on_error == "skip"
+
+    @property
+    def skipped(self) -> int:
+        """Samples left out (unreadable or undecodable) in the current or last epoch."""
+        return self.bad.this_epoch
+
+    @property
+    def bad_files(self) -> dict[str, str]:
+        """Every file left out so far, with the reason."""
+        return dict(self.bad.reasons)
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """Make the next ``iter`` run ``epoch``: order and augmentation are f(seed, epoch).
+
+        ``start_batch`` resumes an epoch part-way (after an interrupted run): the batches
+        before it are not read.
+        """
         if epoch < 0:
             raise ConfigError(f"epoch={epoch} is invalid: must be >= 0")
+        if not 0 <= start_batch <= len(self):
+            raise ConfigError(f"start_batch={start_batch} is invalid: must be in [0, {len(self)}]")
         self._next_epoch = int(epoch)
+        self._start_batch = int(start_batch)
 
     def __iter__(self) -> Iterator[Batch]:
         return self._epoch(self._take_epoch())
 
-    def _take_epoch(self) -> int:
-        epoch = self._next_epoch
-        self._next_epoch = epoch + 1
-        return epoch
+    def _take_epoch(self) -> EpochPlan:
+        epoch, start = self._next_epoch, self._start_batch
+        self._next_epoch, self._start_batch = epoch + 1, 0
+        self.bad.this_epoch = 0
+        return EpochPlan(epoch, self.sampler.batches(epoch, self.spec.batch_size)[start:])
 
     @abstractmethod
-    def _epoch(self, epoch: int) -> Iterator[Batch]:
+    def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
         """Yield one epoch's batches."""
+
+    def _report(self, path: str, error: DataError) -> None:
+        """A bad file: raise, or (``on_error=skip``) record it and carry on."""
+        if not self.skip:
+            raise error
+        self.bad.add(path, error)
 
     def close(self) -> None:  # noqa: B027 - optional hook, most loaders hold nothing
         """Release worker processes, threads and pipelines (also done on garbage collection)."""

@@ -23,13 +23,13 @@ import logging
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from dali_pipes import geometry
-from dali_pipes.backends.base import Loader
+from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
 from dali_pipes.device import resolve_device
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import ConfigError, DataError, DeviceError
@@ -41,70 +41,104 @@ from dali_pipes.spec import DaliBackend, LoaderSpec
 log = logging.getLogger(__name__)
 
 
-def _read(path: str) -> np.ndarray:
+def _read(path: str) -> np.ndarray | DataError:
+    """The file's bytes, or the error that names it (raised later, or skipped)."""
     try:
         return np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
-        raise DataError(
+        return DataError(
             f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
-        ) from None
+        )
+
+
+class _InFlight(NamedTuple):
+    position: int  # index of the batch in the epoch plan
+    indices: np.ndarray  # the samples DALI was given (bad ones already left out)
 
 
 class _Feed:
-    """``external_source`` callback: returns the next batch of the current epoch's plan."""
+    """``external_source`` callback: returns the next batch of the current epoch's plan.
 
-    def __init__(self, loader: DaliLoader, threads: int) -> None:
-        spec = loader.spec
+    Files are read a few batches ahead on a thread pool; each one's header is checked
+    (format, size, pixel limit) before DALI sees it. Under ``on_error=skip`` a failing
+    file is reported and left out of its batch, and a batch left empty is passed over.
+    """
+
+    def __init__(self, spec: LoaderSpec, bad: BadFiles, read_ahead: int, threads: int) -> None:
+        # Holds what it needs, not the loader: the pipeline holds this callback, and a
+        # loader -> pipeline -> callback -> loader cycle would delay freeing them all.
         assert isinstance(spec.source, ImageSource)
+        self.spec = spec
+        self.bad = bad
         self.files = spec.source.files
         self.labels = spec.source.labels
-        self.augment = spec.augment
-        self.train = spec.train
-        self.seed = spec.sampling.seed
-        self.read_ahead = max(1, loader.options.read_ahead + loader.options.prefetch_queue_depth)
+        self.read_ahead = read_ahead
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
-        self._plan: list[np.ndarray] = []
+        self._plan = EpochPlan(0, [])
         self._next = 0
-        self._epoch = 0
-        self._reads: deque[Future[list[np.ndarray]]] = deque()
-        self.in_flight: deque[np.ndarray] = deque()  # batches handed to DALI, oldest first
+        self._reads: deque[Future[list[np.ndarray | DataError]]] = deque()
+        self.in_flight: deque[_InFlight] = deque()  # batches handed to DALI, oldest first
 
-    def start(self, plan: list[np.ndarray], epoch: int) -> None:
+    def start(self, plan: EpochPlan, position: int = 0) -> None:
+        """Feed ``plan`` from batch ``position`` on."""
         self.stop()
-        self._plan, self._next, self._epoch = plan, 0, epoch
-        for k in range(min(self.read_ahead, len(plan))):
-            self._reads.append(self._submit(plan[k]))
+        self._plan, self._next = plan, position
+        for k in range(position, min(position + self.read_ahead, len(plan.batches))):
+            self._reads.append(self._submit(plan.batches[k]))
 
     def stop(self) -> None:
         """Forget the rest of the plan: the next call ends the epoch."""
         for fut in self._reads:
             fut.cancel()
         self._reads.clear()
-        self._plan = []
+        self._plan = EpochPlan(0, [])
         self._next = 0
         self.in_flight.clear()
 
-    def _submit(self, batch: np.ndarray) -> Future[list[np.ndarray]]:
+    def _submit(self, batch: np.ndarray) -> Future[list[np.ndarray | DataError]]:
         paths = [self.files[i] for i in batch]
         return self._pool.submit(lambda: [_read(p) for p in paths])
 
+    def _next_batch(self) -> tuple[int, np.ndarray, list[np.ndarray], np.ndarray]:
+        """The next plan batch with its good files: position, indices, bytes, sizes."""
+        batches, spec = self._plan.batches, self.spec
+        while self._next < len(batches):
+            position, batch = self._next, batches[self._next]
+            blobs = self._reads.popleft().result()
+            if position + self.read_ahead < len(batches):
+                self._reads.append(self._submit(batches[position + self.read_ahead]))
+            self._next += 1
+            keep, kept, sizes = [], [], []
+            for i, blob in zip(batch, blobs, strict=True):
+                path = self.files[i]
+                if path in self.bad:  # failed earlier, maybe inside DALI
+                    self.bad.add(path, self.bad.reasons[path])
+                    continue
+                try:
+                    if isinstance(blob, DataError):
+                        raise blob
+                    sizes.append(image_size(blob, path, spec.max_pixels))
+                except DataError as exc:
+                    if spec.on_error != "skip":
+                        raise
+                    self.bad.add(path, exc)
+                    continue
+                keep.append(i)
+                kept.append(blob)
+            if keep:
+                return position, np.asarray(keep), kept, np.asarray(sizes)
+        raise StopIteration
+
     def __call__(self) -> tuple[Any, ...]:
-        if self._next >= len(self._plan):
-            raise StopIteration
-        batch = self._plan[self._next]
-        blobs = self._reads.popleft().result()
-        ahead = self._next + self.read_ahead
-        if ahead < len(self._plan):
-            self._reads.append(self._submit(self._plan[ahead]))
-        self._next += 1
-        paths = [self.files[i] for i in batch]
-        sizes = np.array([image_size(b, p) for b, p in zip(blobs, paths, strict=True)])
-        g = geometry.plan(self.augment, self.train, sizes, batch, self.seed, self._epoch)
+        position, indices, blobs, sizes = self._next_batch()
+        spec = self.spec
+        seed = spec.sampling.seed
+        g = geometry.plan(spec.augment, spec.train, sizes, indices, seed, self._plan.epoch)
         roi_start, roi_end = g.roi()
-        self.in_flight.append(batch)
+        self.in_flight.append(_InFlight(position, indices))
         return (
             blobs,
-            self.labels[batch],
+            self.labels[indices],
             g.window[:, :2].astype(np.float32),
             g.window[:, 2:].astype(np.float32),
             roi_start,
@@ -115,6 +149,15 @@ class _Feed:
     def close(self) -> None:
         self.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _reason(exc: BaseException) -> str:
+    """The informative line of a DALI error (it wraps the decoder's message in boilerplate)."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    useful = [
+        ln for ln in lines if "pipeline" not in ln.lower() and not ln.startswith(("File ", "C++"))
+    ]
+    return (useful or lines or [type(exc).__name__])[-1]
 
 
 class DaliLoader(Loader):
@@ -132,7 +175,8 @@ class DaliLoader(Loader):
         if self.device.type == "cuda":
             self._check_dali_gpu()
         self.num_threads = self.options.num_threads or cpu_share()
-        self._feed = _Feed(self, threads=min(8, max(2, self.num_threads)))
+        read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
+        self._feed = _Feed(spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)))
         self._pipe: Any = None
         self._active: Generator[Batch, None, None] | None = None
 
@@ -230,39 +274,49 @@ class DaliLoader(Loader):
         self._active = self._epoch(self._take_epoch())
         return self._active
 
-    def _epoch(self, epoch: int) -> Generator[Batch, None, None]:
-        if self._pipe is None:
-            self._pipe = self._build()
-        pipe = self._pipe
-        self._feed.start(self.sampler.batches(epoch, self.spec.batch_size), epoch)
-        finished = False
-        try:
-            pipe.schedule_run()
-            while True:
-                try:
-                    outputs = pipe.share_outputs(cuda_stream=self._stream())
-                except StopIteration:
-                    finished = True
-                    break
-                batch = self._to_torch(outputs)
-                self._feed.in_flight.popleft()
-                pipe.release_outputs()
+    def _epoch(self, plan: EpochPlan) -> Generator[Batch, None, None]:
+        position = 0  # the next plan batch to yield
+        while True:
+            if self._pipe is None:
+                self._pipe = self._build()
+            pipe = self._pipe
+            self._feed.start(plan, position)
+            finished = False
+            try:
                 pipe.schedule_run()
-                yield batch
-        except GeneratorExit:  # the consumer stopped early: drained below, pipeline kept
-            raise
-        except RuntimeError as exc:
-            self._pipe = None  # DALI pipelines do not recover from errors: rebuild next time
-            raise self._explain(exc) from None
-        except BaseException:
-            self._pipe = None
-            raise
-        finally:
-            if self._pipe is not None:
-                if not finished:
-                    self._drain(pipe)
-                pipe.reset()
-            self._feed.stop()
+                while True:
+                    try:
+                        outputs = pipe.share_outputs(cuda_stream=self._stream())
+                    except StopIteration:
+                        finished = True
+                        return
+                    batch = self._to_torch(outputs)
+                    position = self._feed.in_flight.popleft().position + 1
+                    pipe.release_outputs()
+                    pipe.schedule_run()
+                    yield batch
+            except GeneratorExit:  # the consumer stopped early: drained below, pipeline kept
+                raise
+            except RuntimeError as exc:
+                # DALI stopped on a file its decoder rejects ("Critical error in pipeline");
+                # a pipeline does not recover from that, so name the file, then rebuild.
+                self._pipe = None
+                suspects = list(self._feed.in_flight)
+                culprits = self._culprits(suspects)
+                if not culprits:
+                    raise DataError(f"DALI failed: {_reason(exc)}") from None
+                for path, error in culprits:
+                    self._report(path, error)  # raises unless on_error=skip
+                position = suspects[0].position  # re-feed what DALI had not delivered
+            except BaseException:
+                self._pipe = None
+                raise
+            finally:
+                if self._pipe is not None:
+                    if not finished:
+                        self._drain(pipe)
+                    pipe.reset()
+                self._feed.stop()
 
     def _drain(self, pipe: Any) -> None:
         """Consume the batches DALI already has in flight so the next epoch starts clean."""
@@ -295,22 +349,54 @@ class DaliLoader(Loader):
             images = images.permute(0, 3, 1, 2)
         return images, labels
 
-    def _explain(self, exc: RuntimeError) -> Exception:
-        """Turn DALI's "Critical error in pipeline" into an error that names the file."""
-        suspects = [self.spec.source.files[i] for b in self._feed.in_flight for i in b]  # type: ignore[union-attr]
+    def _culprits(self, suspects: list[_InFlight]) -> list[tuple[str, DataError]]:
+        """Which of the files DALI had in flight it cannot decode, and why.
+
+        torchvision's CPU decode names most; a file it decodes but DALI rejects (a format
+        corner DALI's decoder does not handle) is found by decoding each file alone in a
+        one-sample DALI pipeline.
+        """
         from dali_pipes.backends.torch import decode
 
-        for path in suspects:
+        assert isinstance(self.spec.source, ImageSource)
+        paths = [self.spec.source.files[i] for batch in suspects for i in batch.indices]
+        found: list[tuple[str, DataError]] = []
+        for path in paths:
             try:
-                decode(path)
-            except DataError as bad:
-                return bad
-        detail = str(exc).strip().splitlines()
-        reason = next(
-            (line for line in detail if "rror" in line and "pipeline" not in line),
-            detail[0] if detail else "",
+                decode(path, self.spec.max_pixels)
+            except DataError as exc:
+                found.append((path, exc))
+        if found:
+            return found
+        for path in paths:
+            reason = self._probe(path)
+            if reason:
+                found.append((path, DataError(f"{path}: DALI cannot decode it ({reason})")))
+        return found
+
+    def _probe(self, path: str) -> str:
+        """Decode one file alone with this loader's DALI decoder: "" if it works."""
+        from nvidia.dali import fn, types
+        from nvidia.dali.pipeline import Pipeline
+
+        gpu = self.device.type == "cuda"
+        pipe = Pipeline(
+            batch_size=1,
+            num_threads=1,
+            device_id=self.device.index if gpu else None,
+            prefetch_queue_depth=1,
         )
-        return DataError(f"DALI failed on a batch of {len(suspects)} files ({reason.strip()})")
+        with pipe:
+            encoded = fn.external_source(name="encoded", dtype=types.UINT8)
+            pipe.set_outputs(
+                fn.decoders.image(encoded, device="mixed" if gpu else "cpu", output_type=types.RGB)
+            )
+        try:
+            pipe.build()
+            pipe.run(encoded=[np.fromfile(path, dtype=np.uint8)])
+        except (RuntimeError, OSError) as exc:
+            return _reason(exc)
+        return ""
 
     def close(self) -> None:
         if self._active is not None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from dali_pipes.backends.base import Loader
+from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.device import resolve_device
 from dali_pipes.normalize import TORCH_DTYPES, Batch
 from dali_pipes.spec import LoaderSpec
@@ -30,7 +30,7 @@ class SyntheticLoader(Loader):
         )
         self._labels = torch.from_numpy(spec.source.labels)
 
-    def _epoch(self, epoch: int) -> Iterator[Batch]:
-        for batch in self.sampler.batches(epoch, self.spec.batch_size):
+    def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
+        for batch in plan.batches:
             labels = self._labels[torch.from_numpy(batch)].to(self.device, non_blocking=True)
             yield self._images[: len(batch)], labels

@@ -10,28 +10,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision.io import ImageReadMode, decode_image, read_file
 
 from dali_pipes import geometry
-from dali_pipes.backends.base import Loader
+from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.device import resolve_device
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch, Normalizer, normalized
-from dali_pipes.sampling import ShardSampler
 from dali_pipes.sources import ImageSource
-from dali_pipes.spec import AugmentSpec, LoaderSpec, TorchBackend
+from dali_pipes.spec import LoaderSpec, TorchBackend
 from dali_pipes.transforms import apply_geometry
 
 Key = tuple[int, int]  # (sample index, epoch): what the sampler hands to the dataset
 
 
-def decode(path: str) -> torch.Tensor:
+def decode(path: str, max_pixels: int | None = None) -> torch.Tensor:
     """Read and decode one file to uint8 RGB ``[3, H, W]`` (EXIF orientation ignored,
     like ``ImageFolder``), or raise :class:`DataError` naming the file."""
     try:
@@ -40,7 +39,8 @@ def decode(path: str) -> torch.Tensor:
         raise DataError(
             f"{path}: cannot read the file ({exc}); check it exists and is readable"
         ) from None
-    image_size(memoryview(data.numpy()), path)  # the same "not an image" message as DALI's
+    # The same "not an image" and pixel-limit checks as the DALI backend, before decoding.
+    image_size(memoryview(data.numpy()), path, max_pixels)
     try:
         return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)
     except RuntimeError as exc:
@@ -51,20 +51,36 @@ def decode(path: str) -> torch.Tensor:
         ) from None
 
 
-class _Samples(Dataset[tuple[torch.Tensor, int]]):
-    def __init__(self, source: ImageSource, augment: AugmentSpec, train: bool, seed: int) -> None:
-        self.files = source.files
-        self.labels = source.labels
-        self.augment = augment
-        self.train = train
-        self.seed = seed
+class _Sample(NamedTuple):
+    image: torch.Tensor | None  # None: the file failed (on_error=skip)
+    label: int
+    path: str
+    error: str  # "" when the image is good
+
+
+class _Samples(Dataset[_Sample]):
+    def __init__(self, spec: LoaderSpec) -> None:
+        assert isinstance(spec.source, ImageSource)
+        self.files = spec.source.files
+        self.labels = spec.source.labels
+        self.augment = spec.augment
+        self.train = spec.train
+        self.seed = spec.sampling.seed
+        self.skip = spec.on_error == "skip"
+        self.max_pixels = spec.max_pixels
 
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, key: Key) -> tuple[torch.Tensor, int]:
+    def __getitem__(self, key: Key) -> _Sample:
         index, epoch = key
-        image = decode(self.files[index])
+        path, label = self.files[index], int(self.labels[index])
+        try:
+            image = decode(path, self.max_pixels)
+        except DataError as exc:
+            if not self.skip:
+                raise
+            return _Sample(None, label, path, str(exc))
         g = geometry.plan(self.augment, self.train, [image.shape[-2:]], [index], self.seed, epoch)
         sample = apply_geometry(
             image,
@@ -74,29 +90,35 @@ class _Samples(Dataset[tuple[torch.Tensor, int]]):
             g.out,
             bool(g.flip[0]),
         )
-        return sample, int(self.labels[index])
+        return _Sample(sample, label, path, "")
 
 
-class _EpochBatches(Sampler[list[Key]]):
-    """Batches of (index, epoch) keys for the epoch set just before iteration."""
+class _PlannedBatches(Sampler[list[Key]]):
+    """Batches of (index, epoch) keys of the epoch plan set just before iteration."""
 
-    def __init__(self, sampler: ShardSampler, batch_size: int) -> None:
-        self.sampler = sampler
-        self.batch_size = batch_size
-        self.epoch = 0
+    def __init__(self, num_batches: int) -> None:
+        self.num_batches = num_batches  # not the loader itself: no reference cycle
+        self.plan = EpochPlan(0, [])
 
     def __iter__(self) -> Iterator[list[Key]]:
-        for batch in self.sampler.batches(self.epoch, self.batch_size):
-            yield [(int(i), self.epoch) for i in batch]
+        for batch in self.plan.batches:
+            yield [(int(i), self.plan.epoch) for i in batch]
 
     def __len__(self) -> int:
-        return self.sampler.num_batches(self.batch_size)
+        return self.num_batches
 
 
-def _collate(samples: list[tuple[torch.Tensor, int]]) -> Batch:
-    images = torch.stack([s[0] for s in samples])
-    labels = torch.tensor([s[1] for s in samples], dtype=torch.int64)
-    return images, labels
+class _Collated(NamedTuple):
+    images: torch.Tensor
+    labels: torch.Tensor
+    failed: list[tuple[str, str]]  # (path, reason) of samples left out
+
+
+def _collate(samples: list[_Sample]) -> _Collated:
+    good = [s.image for s in samples if s.image is not None]
+    images = torch.stack(good) if good else torch.empty(0, dtype=torch.uint8)
+    labels = torch.tensor([s.label for s in samples if s.image is not None], dtype=torch.int64)
+    return _Collated(images, labels, [(s.path, s.error) for s in samples if s.image is None])
 
 
 def _worker_error(exc: BaseException) -> DataError | None:
@@ -122,7 +144,7 @@ class TorchLoader(Loader):
             )
         self.device = resolve_device(opts.device, "torch")
         workers = cpu_share() if opts.num_workers is None else opts.num_workers
-        self._batches = _EpochBatches(self.sampler, spec.batch_size)
+        self._batches = _PlannedBatches(len(self))
         extra: dict[str, Any] = {}
         if workers > 0:
             extra = {
@@ -130,7 +152,7 @@ class TorchLoader(Loader):
                 "prefetch_factor": opts.prefetch_factor,
             }
         self._loader = DataLoader(
-            _Samples(spec.source, spec.augment, spec.train, spec.sampling.seed),
+            _Samples(spec),
             batch_sampler=self._batches,
             num_workers=workers,
             pin_memory=opts.pin_memory and self.device.type == "cuda",
@@ -139,12 +161,20 @@ class TorchLoader(Loader):
         )
         self._norm = Normalizer(spec.augment, self.device)
 
-    def _epoch(self, epoch: int) -> Iterator[Batch]:
-        self._batches.epoch = epoch
+    def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
+        self._batches.plan = plan
         try:
-            yield from normalized(self._loader, self._norm, self.device)
+            yield from normalized(self._kept(), self._norm, self.device)
         except DataError as exc:
             raise (_worker_error(exc) or exc) from None
+
+    def _kept(self) -> Iterator[Batch]:
+        """The collated batches without their failed samples (reported once each)."""
+        for batch in self._loader:
+            for path, reason in batch.failed:
+                self.bad.add(path, reason)
+            if len(batch.labels):
+                yield batch.images, batch.labels
 
     def close(self) -> None:
         # Dropping the persistent iterator shuts its worker processes down.
