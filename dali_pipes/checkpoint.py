@@ -18,11 +18,31 @@ import torch
 
 from dali_pipes.errors import DaliPipesError
 
-_NAME = re.compile(r"epoch_(\d{4,})\.pt$")
+# epoch_0003.pt: epoch 3 completed; epoch_0003_interrupted_at_batch_000120.pt: stopped
+# inside epoch 3 after 120 batches. Either way the name says where training resumes.
+_NAME = re.compile(r"^epoch_(\d{4,})(?:_interrupted_at_batch_(\d+))?\.pt$")
 
 
-def checkpoint_path(directory: Path, epoch: int) -> Path:
-    return directory / f"epoch_{epoch:04d}.pt"
+def checkpoint_path(directory: Path, epoch: int, interrupted_at: int | None = None) -> Path:
+    """Where the checkpoint after ``epoch`` (or inside it, ``interrupted_at`` batches in) goes."""
+    if interrupted_at is None:
+        return directory / f"epoch_{epoch:04d}.pt"
+    return directory / f"epoch_{epoch:04d}_interrupted_at_batch_{interrupted_at:06d}.pt"
+
+
+def _position(path: Path) -> tuple[int, int] | None:
+    """(epoch, batch) training resumes at from this checkpoint, from its name."""
+    match = _NAME.match(path.name)
+    if match is None:
+        return None
+    epoch, batch = int(match.group(1)), match.group(2)
+    return (epoch + 1, 0) if batch is None else (epoch, int(batch))
+
+
+def _found(directory: Path) -> list[tuple[tuple[int, int], Path]]:
+    if not directory.is_dir():
+        return []
+    return sorted((pos, p) for p in directory.iterdir() if (pos := _position(p)) is not None)
 
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
@@ -45,17 +65,14 @@ def save_atomic(state: dict[str, Any], path: Path) -> None:
 
 
 def latest(directory: Path) -> Path | None:
-    """The checkpoint with the highest epoch number in ``directory``, if any."""
-    if not directory.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.search(p.name))]
-    return max(found)[1] if found else None
+    """The checkpoint in ``directory`` that resumes furthest along, if any."""
+    found = _found(directory)
+    return found[-1][1] if found else None
 
 
 def prune(directory: Path, keep: int) -> None:
-    """Delete all but the ``keep`` newest checkpoints."""
-    found = sorted((int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.search(p.name)))
-    for _, path in found[:-keep]:
+    """Delete all but the ``keep`` furthest-along checkpoints."""
+    for _, path in _found(directory)[:-keep]:
         path.unlink(missing_ok=True)
 
 

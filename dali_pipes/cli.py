@@ -30,5 +30,8 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
         except DaliPipesError as exc:
             print(f"dali_pipes: error: {exc}", file=sys.stderr)
             sys.exit(2)
+        except KeyboardInterrupt:  # the task has already saved what it could
+            print("dali_pipes: interrupted", file=sys.stderr)
+            sys.exit(130)
 
     _main()

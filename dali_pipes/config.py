@@ -67,9 +67,14 @@ def register_configs() -> None:
     # Imported here: these modules import this one.
     from dali_pipes.bench import BenchSpec
     from dali_pipes.doctor import DoctorSpec
+    from dali_pipes.scan import ScanSpec
 
     store = ConfigStore.instance()
-    tools = {("bench", "base"): BenchSpec, ("doctor", "base"): DoctorSpec}
+    tools = {
+        ("bench", "base"): BenchSpec,
+        ("doctor", "base"): DoctorSpec,
+        ("scan", "base"): ScanSpec,
+    }
     for (group, name), cls in {**SCHEMAS, **tools}.items():
         node = OmegaConf.structured(cls)
         _writable(node)  # a frozen dataclass, but a config the command line may override
@@ -144,7 +149,7 @@ def loader_spec(
     where = placement()
     train = split == "train"
     sampling = SamplingSpec(
-        seed=int(cfg.get("seed", 0)),
+        seed=seed_of(cfg),
         shuffle=train,
         drop_last=data.drop_last and train,
         rank=where.rank if rank is None else rank,
@@ -160,6 +165,14 @@ def loader_spec(
         on_error=data.on_error,
         max_pixels=data.max_pixels,
     )
+
+
+def seed_of(cfg: DictConfig) -> int:
+    """The top-level ``seed``, checked: a non-negative integer."""
+    value = cfg.get("seed", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"seed={value!r} is invalid: must be an integer >= 0")
+    return value
 
 
 def build_loader(

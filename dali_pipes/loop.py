@@ -24,6 +24,7 @@ class EpochStats:
     samples: float = 0.0
     data_wait: float = 0.0  # seconds spent waiting in next(loader)
     seconds: float = 0.0  # wall time of the whole pass
+    steps: int = 0  # optimizer steps taken (read after an interruption)
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,16 @@ def train_one_epoch(
     scaler: torch.amp.GradScaler,
     cfg: StepConfig,
     desc: str,
+    stats: EpochStats | None = None,
 ) -> EpochStats:
+    """One pass over ``loader`` (at most ``cfg.max_steps`` steps), accumulated in ``stats``
+    as it goes, so a caller interrupted mid-epoch still knows how far it got."""
     model.train()
     device = loader.device
     steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.float64, device=device)
-    stats = EpochStats()
+    stats = EpochStats() if stats is None else stats
     # disable=None: a bar on a terminal, nothing in log files (the epoch summary covers it)
     bar = tqdm(total=steps, desc=desc, unit="batch", disable=None if cfg.progress else True)
     start = time.perf_counter()
@@ -75,6 +79,7 @@ def train_one_epoch(
         scaler.step(optimizer)
         scaler.update()
         scheduler.step()
+        stats.steps += 1
         loss_sum += loss.detach().double() * len(labels)
         correct += (logits.detach().argmax(dim=1) == labels).sum()
         stats.samples += len(labels)

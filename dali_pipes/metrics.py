@@ -53,4 +53,6 @@ def summary_line(row: dict[str, Any]) -> str:
     parts.append(f"{row['images_per_s']:.0f} img/s")
     parts.append(f"data wait {100 * row['data_wait']:.1f}%")
     parts.append(f"lr {row['lr']:.5f}")
+    if row.get("skipped"):
+        parts.append(f"{row['skipped']} bad files skipped")
     return " | ".join(parts)

@@ -112,10 +112,13 @@ def discover_folder(
                 else:
                     ignored += 1
         if found == 0:
-            raise DataError(
-                f"class folder {top / name} has no images ({', '.join(IMAGE_EXTENSIONS)}); "
-                "add images or remove the folder"
+            message = (
+                f"class folder {top / name} has no usable images "
+                f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
             )
+            if on_error != "skip":
+                raise DataError(message)
+            log.warning("%s (class %d kept, with no samples)", message, index)
     if ignored:
         log.info("%s: ignored %d files without an image extension", top, ignored)
     return ImageSource(

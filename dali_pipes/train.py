@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dali_pipes import checkpoint, cli, distributed
-from dali_pipes.config import build_loader, to_spec
+from dali_pipes.config import build_loader, seed_of, to_spec
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.loop import EpochStats, StepConfig, evaluate, safe_div, train_one_epoch
@@ -97,6 +98,8 @@ def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 
 def _resume_path(resume: str | None, ckpt_dir: Path) -> Path | None:
     existing = checkpoint.latest(ckpt_dir)
+    if resume is not None and not isinstance(resume, str):
+        raise ConfigError(f"resume={resume!r} is invalid: use null, auto or a checkpoint path")
     if resume is None:
         if existing is not None:
             raise DaliPipesError(
@@ -141,7 +144,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if main:
         _prepare_output(out)
     _setup_logging(out, main)
-    torch.manual_seed(int(cfg.seed) + where.rank)
+    torch.manual_seed(seed_of(cfg) + where.rank)
 
     train_loader = build_loader(cfg, "train")
     val_loader = build_loader(cfg, "val")
@@ -189,7 +192,7 @@ def _run(
     step_cfg = StepConfig(autocast, channels_last, spec.max_steps_per_epoch, progress=main)
 
     ckpt_dir = out / "checkpoints"
-    start_epoch = 0
+    start_epoch, start_batch = 0, 0
     resume_from = distributed.broadcast(_resume_path(cfg.get("resume"), ckpt_dir) if main else None)
     if resume_from is not None:
         state = checkpoint.load(Path(resume_from))
@@ -198,10 +201,15 @@ def _run(
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
         start_epoch = int(state["loader"]["next_epoch"])
+        start_batch = int(state["loader"].get("start_batch", 0))
         if len(state["rng"]) == world:
             _set_rng_state(state["rng"][placement().rank], device)
         log.info(
-            "resumed from %s: continuing at epoch %d of %d", resume_from, start_epoch, spec.epochs
+            "resumed from %s: continuing at epoch %d (batch %d) of %d",
+            resume_from,
+            start_epoch,
+            start_batch,
+            spec.epochs,
         )
 
     metrics = MetricsLog(out) if main else None
@@ -224,20 +232,47 @@ def _run(
             {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[autocast],
             "channels_last" if channels_last else "contiguous",
         )
+
+    def save(epoch: int, interrupted_at: int | None, rng: list[Any], row: dict[str, Any]) -> Path:
+        position = (epoch + 1, 0) if interrupted_at is None else (epoch, interrupted_at)
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+            "loader": {
+                "next_epoch": position[0],
+                "start_batch": position[1],
+                "seed": seed_of(cfg),
+            },
+            "rng": rng,
+            "metrics": row,
+            "config": OmegaConf.to_container(cfg, resolve=True),
+        }
+        path = checkpoint.checkpoint_path(ckpt_dir, epoch, interrupted_at)
+        checkpoint.save_atomic(state, path)
+        checkpoint.prune(ckpt_dir, spec.keep_checkpoints)
+        return path
+
     row: dict[str, Any] = {}
+    epoch, tr = start_epoch, EpochStats()
     try:
         for epoch in range(start_epoch, spec.epochs):
+            first = start_batch if epoch == start_epoch else 0
             lr = optimizer.param_groups[0]["lr"]
-            train_loader.set_epoch(epoch)
-            tr: EpochStats = train_one_epoch(
+            train_loader.set_epoch(epoch, first)
+            limit = None if spec.max_steps_per_epoch is None else spec.max_steps_per_epoch - first
+            tr = EpochStats(steps=first)
+            train_one_epoch(
                 ddp,
                 train_loader,
                 criterion,
                 optimizer,
                 scheduler,
                 scaler,
-                step_cfg,
+                replace(step_cfg, max_steps=limit),
                 f"epoch {epoch}",
+                tr,
             )
             va = evaluate(ddp, val_loader, criterion, step_cfg)
             sums = distributed.sum_(
@@ -250,28 +285,30 @@ def _run(
                     va.correct1,
                     va.correct5,
                     va.samples,
+                    train_loader.skipped,
                 ],
                 device,
             )
             secs = distributed.max_(tr.seconds, device)
             row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, world)
+            row["skipped"] = int(sums[8])
             rng = distributed.gather(_rng_state(device))
             if main:
                 assert metrics is not None
                 log.info(summary_line(row))
                 metrics.write(row)
-                state = {
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "scaler": scaler.state_dict(),
-                    "loader": {"next_epoch": epoch + 1, "seed": int(cfg.seed)},
-                    "rng": rng,
-                    "metrics": row,
-                    "config": OmegaConf.to_container(cfg, resolve=True),
-                }
-                checkpoint.save_atomic(state, checkpoint.checkpoint_path(ckpt_dir, epoch))
-                checkpoint.prune(ckpt_dir, spec.keep_checkpoints)
+                save(epoch, None, rng, row)
+    except KeyboardInterrupt:
+        # Ctrl-C / SIGINT: keep what this epoch has done, so resume=auto carries on from here.
+        if main:
+            path = save(epoch, tr.steps, [_rng_state(device)], row)
+            log.warning(
+                "interrupted in epoch %d after %d batches; saved %s; continue with resume=auto",
+                epoch,
+                tr.steps,
+                path,
+            )
+        raise
     finally:
         if metrics is not None:
             metrics.close()

@@ -82,6 +82,18 @@ def _filter(src: np.ndarray, idx: np.ndarray, weights: np.ndarray) -> np.ndarray
     return result
 
 
+def _resample_direct(
+    region: torch.Tensor, resize: tuple[int, int], crop: tuple[int, int], out: tuple[int, int]
+) -> torch.Tensor:
+    """Only the ``out`` pixels of resizing ``region`` to ``resize``, DALI's filter throughout."""
+    (h, w) = region.shape[-2:]
+    ry, wy, _ = _taps(h, resize[0], np.arange(out[0]) + crop[0])
+    cx, wx, _ = _taps(w, resize[1], np.arange(out[1]) + crop[1])
+    columns = (region.numpy()[:, :, cx].astype(np.float32) * wx).sum(-1)  # [3, h, ow]
+    rows = (columns[:, ry] * wy[..., None]).sum(axis=2)  # [3, oh, ow]
+    return torch.from_numpy(_to_uint8(rows))
+
+
 def _to_uint8(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
@@ -97,6 +109,11 @@ def apply_geometry(
     """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample."""
     x, y, w, h = window
     region = image[:, y : y + h, x : x + w]
+    if resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
+        # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
+        # compute just the output pixels instead, with the same (DALI) filter.
+        result = _resample_direct(region, resize, crop, out)
+        return F.horizontal_flip(result) if flip else result
     resized = F.resize(
         region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
     )

@@ -65,7 +65,7 @@ def test_class_folder_without_images_is_named(tmp_path: Path) -> None:
     (tmp_path / "b" / "readme.txt").write_text("no images here")
     with pytest.raises(DataError) as exc:
         build_loader(folder_cfg(tmp_path))
-    assert str(tmp_path / "b") in one_line(exc) and "no images" in str(exc.value)
+    assert str(tmp_path / "b") in one_line(exc) and "no usable images" in str(exc.value)
 
 
 def test_unset_root_asks_for_data_root() -> None:

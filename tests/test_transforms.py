@@ -25,3 +25,24 @@ def test_flat_image_stays_flat_and_flip_mirrors() -> None:
     a = apply_geometry(ramp, (0, 0, 70, 50), (50, 70), (0, 0), (50, 70), flip=False)
     b = apply_geometry(ramp, (0, 0, 70, 50), (50, 70), (0, 0), (50, 70), flip=True)
     assert torch.equal(a.flip(-1), b)
+
+
+def test_extreme_aspect_ratio_is_resampled_without_a_huge_intermediate() -> None:
+    """A 2 x 40000 image resized to shorter side 256 would be 256 x 5 120 000 pixels; only
+    the 224 x 224 centre is computed, and it matches the ordinary path's values."""
+    ramp = torch.arange(40000, dtype=torch.float32).div(40000 / 255).to(torch.uint8)
+    image = ramp.repeat(3, 2, 1)
+    out = apply_geometry(
+        image, (0, 0, 40000, 2), (256, 5_120_000), (16, 2_559_888), (224, 224), flip=False
+    )
+    assert out.shape == (3, 224, 224)
+    centre = int(ramp[20000])
+    assert abs(int(out[0, 100, 112]) - centre) <= 1
+    small = torch.randint(
+        0, 256, (3, 40, 60), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)
+    )
+    fast = apply_geometry(small, (0, 0, 60, 40), (36, 54), (2, 11), (32, 32), flip=False)
+    from dali_pipes.transforms import _resample_direct
+
+    direct = _resample_direct(small, (36, 54), (2, 11), (32, 32))
+    assert (fast.int() - direct.int()).abs().max() <= 1

@@ -23,7 +23,11 @@ class BadFiles:
 
     def __init__(self) -> None:
         self.reasons: dict[str, str] = {}
-        self.this_epoch = 0
+        self.epoch_paths: set[str] = set()  # distinct files left out in the current epoch
+
+    @property
+    def this_epoch(self) -> int:
+        return len(self.epoch_paths)
 
     def add(self, path: str, reason: str | BaseException, *, count: bool = True) -> None:
         text = str(reason).removeprefix(f"{path}: ")
@@ -31,7 +35,7 @@ class BadFiles:
             self.reasons[path] = text
             log.warning("skipping %s: %s", path, text)
         if count:
-            self.this_epoch += 1
+            self.epoch_paths.add(path)
 
     def __contains__(self, path: object) -> bool:
         return path in self.reasons
@@ -120,7 +124,7 @@ class Loader(ABC):
     def _take_epoch(self) -> EpochPlan:
         epoch, start = self._next_epoch, self._start_batch
         self._next_epoch, self._start_batch = epoch + 1, 0
-        self.bad.this_epoch = 0
+        self.bad.epoch_paths = set()
         return EpochPlan(epoch, self.sampler.batches(epoch, self.spec.batch_size)[start:])
 
     @abstractmethod

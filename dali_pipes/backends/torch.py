@@ -12,9 +12,10 @@ import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torchvision.io import ImageReadMode, decode_image, read_file
+from torchvision.io import ImageReadMode, decode_image
 
 from dali_pipes import geometry
 from dali_pipes.backends.base import EpochPlan, Loader
@@ -34,13 +35,13 @@ def decode(path: str, max_pixels: int | None = None) -> torch.Tensor:
     """Read and decode one file to uint8 RGB ``[3, H, W]`` (EXIF orientation ignored,
     like ``ImageFolder``), or raise :class:`DataError` naming the file."""
     try:
-        data = read_file(path)
-    except (OSError, RuntimeError) as exc:
+        data = torch.from_numpy(np.fromfile(path, dtype=np.uint8))
+    except OSError as exc:
         raise DataError(
-            f"{path}: cannot read the file ({exc}); check it exists and is readable"
+            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
         ) from None
     # The same "not an image" and pixel-limit checks as the DALI backend, before decoding.
-    image_size(memoryview(data.numpy()), path, max_pixels)
+    image_size(data.numpy(), path, max_pixels)
     try:
         return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)
     except RuntimeError as exc:

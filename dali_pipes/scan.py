@@ -1,0 +1,131 @@
+"""``python -m dali_pipes.scan data=...``: find every file a training run would trip on.
+
+Each file of each split gets its header checked (format, size, ``data.max_pixels``) and a
+full CPU decode (libjpeg-turbo via torchvision, the decoder the torch backend uses), on
+all cores with a progress bar. The summary goes to stdout and the bad files, each with its
+reason, to a manifest (``scan.out``); pass it back as ``data.exclude=<manifest>`` and the
+loaders leave those files out before sharding, so every rank still sees the same number of
+samples.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tqdm import tqdm
+
+from dali_pipes import cli
+from dali_pipes.config import to_spec
+from dali_pipes.dist import cpu_share
+from dali_pipes.errors import DaliPipesError, DataError
+from dali_pipes.manifest import write_manifest
+from dali_pipes.sources import SPLITS, ImageSource, open_source
+from dali_pipes.spec import DataSpec, require
+
+log = logging.getLogger("dali_pipes.scan")
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """``scan`` config node."""
+
+    splits: tuple[str, ...] = SPLITS
+    out: str = "outputs/scan/bad_files.csv"
+    workers: int | None = None  # null = all cores
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "splits", tuple(self.splits))
+        unknown = set(self.splits) - set(SPLITS)
+        require(not unknown, "scan.splits", sorted(unknown), f"choose from {SPLITS}")
+        if self.workers is not None:
+            require(self.workers >= 1, "scan.workers", self.workers, "must be >= 1 or null")
+
+
+def check_file(path: str, max_pixels: int) -> str:
+    """ "" if the file decodes to an image of its header's size, else the reason."""
+    from dali_pipes.backends.torch import decode
+    from dali_pipes.imageinfo import image_size
+
+    torch.set_num_threads(1)
+    try:
+        image = decode(path, max_pixels)
+        with open(path, "rb") as f:
+            height, width = image_size(f.read(1 << 20), path)
+    except DataError as exc:
+        return str(exc).removeprefix(f"{path}: ")
+    if tuple(image.shape) != (3, height, width):
+        return f"decodes to {tuple(image.shape[1:])} but its header says {(height, width)}"
+    return ""
+
+
+def _check(args: tuple[str, int]) -> tuple[str, str]:
+    return args[0], check_file(*args)
+
+
+def kind_of(reason: str) -> str:
+    """A short category for the summary: the reason without file-specific numbers."""
+    head = reason.split(";")[0]
+    head = re.sub(r"\(.*?\)", "(...)", head)
+    return re.sub(r"\d+", "N", head).strip()
+
+
+def run_scan(cfg: DictConfig) -> dict[str, Any]:
+    scan = to_spec(cfg.scan, ScanSpec)
+    data = to_spec(cfg.data, DataSpec)
+    # List everything, the formats the backends refuse included: they are findings too.
+    data = replace(data, on_error="skip", exclude=None)
+    files: dict[str, str] = {}  # path -> "" or the reason it was left out at listing
+    for split in scan.splits:
+        source = open_source(data, split)
+        if not isinstance(source, ImageSource):
+            raise DaliPipesError("scan needs image files: data=synthetic has none")
+        files.update(dict.fromkeys(source.files, ""))
+        files.update(dict(source.rejected))
+    todo = [(path, data.max_pixels) for path, reason in files.items() if not reason]
+    workers = scan.workers or cpu_share()
+    with get_context("spawn").Pool(workers) as pool:
+        results = pool.imap_unordered(_check, todo, chunksize=8)
+        for path, reason in tqdm(results, total=len(todo), desc="scan", unit="file", disable=None):
+            files[path] = reason
+    bad = {path: reason for path, reason in files.items() if reason}
+    write_manifest(Path(scan.out), bad.items())
+    kinds = collections.Counter(kind_of(reason) for reason in bad.values())
+    report = {
+        "files": len(files),
+        "good": len(files) - len(bad),
+        "bad": len(bad),
+        "kinds": kinds,
+        "manifest": str(Path(scan.out)),
+    }
+    print(summary(report))
+    return {**report, "bad_files": bad}
+
+
+def summary(report: dict[str, Any]) -> str:
+    lines = [f"scanned {report['files']} files: {report['good']} good, {report['bad']} bad"]
+    for kind, count in report["kinds"].most_common():
+        lines.append(f"  {count:6d}  {kind}")
+    if report["bad"]:
+        lines.append(
+            f"manifest: {report['manifest']} (train with data.exclude={report['manifest']})"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    cli.run(run_scan, "scan")
+
+
+if __name__ == "__main__":
+    # Run the package's module, not this __main__ copy (see dali_pipes.bench).
+    from dali_pipes import scan as tool
+
+    tool.main()

@@ -1,0 +1,401 @@
+"""Corrupt data never kills a run, distributed epochs are exact, memory stays flat, faults
+are reported cleanly, and no config value crashes anything deeper than validation."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import math
+import shutil
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import CORNER, IDENTITY_CLASSES, colour_id
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dali_pipes import ConfigError, DataError, build_loader, compose_config
+from dali_pipes.checkpoint import checkpoint_path, latest, save_atomic
+from dali_pipes.config import loader_spec, to_spec
+from dali_pipes.errors import DaliPipesError
+from dali_pipes.imageinfo import image_size
+from dali_pipes.manifest import read_manifest
+from dali_pipes.measure import host_memory_bytes
+from dali_pipes.recipe import TrainerSpec
+from dali_pipes.scan import run_scan
+from dali_pipes.sources import ImageSource
+
+N = sum(IDENTITY_CLASSES.values())
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+BACKENDS = ["dali", "torch"]
+# Corner files every decoder here rejects, one of each kind (relative to corner/).
+BAD = [
+    "empty_or_stub/jd__empty.jpg",
+    "truncated/pillow__truncated_jpeg.jpg",
+    "huge_header/jd__max_size.jpg",
+    "zero_dim/jd__null_height.jpg",
+    "corrupt/jd__derive-huffman-codes-overflow.jpg",
+]
+
+
+@pytest.fixture(scope="module")
+def corner() -> Path:
+    if not CORNER.is_dir():
+        pytest.skip(f"corner-case files not found at {CORNER}")
+    return CORNER
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging."""
+
+    def expire(*_: object) -> None:
+        raise TimeoutError(f"no result within {seconds} s: hung")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def cfg_for(root: Path, backend: str, *extra: str) -> Any:
+    return compose_config(
+        [
+            "data=folder",
+            f"data.root={root}",
+            f"backend={backend}",
+            "backend.device=cpu",
+            "data.batch_size=4",
+            "augment.train.size=32",
+            "augment.val.resize=36",
+            "augment.val.crop=32",
+            *(["backend.num_workers=1"] if backend == "torch" else []),
+            *extra,
+        ]
+    )
+
+
+def ids(images: torch.Tensor) -> list[int]:
+    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+    rgb = (images.float().cpu() * std + mean).mean(dim=(2, 3)).numpy()
+    return [colour_id(c) for c in rgb]
+
+
+@pytest.fixture
+def mixed_tree(identity_tree: Path, corner: Path, tmp_path: Path) -> Path:
+    """The identity tree with known-bad corner files mixed into its class folders."""
+    root = tmp_path / "mixed"
+    shutil.copytree(identity_tree, root)
+    for k, rel in enumerate(BAD):
+        shutil.copy(corner / rel, root / list(IDENTITY_CLASSES)[k % 3] / f"zz_bad_{k}.jpg")
+    return root
+
+
+# --------------------------------------------------------------------------- corner files
+
+
+def test_scan_lists_every_corner_file_and_never_accepts_what_pillow_rejects(
+    corner: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bad.csv"
+    cfg = compose_config(
+        ["data=folder", f"data.root={corner}", f"scan.out={out}", "scan.splits=[train]"],
+        config_name="scan",
+    )
+    with deadline(300):
+        report = run_scan(cfg)
+    rows = list(csv.DictReader((corner.parent / "corner.csv").open()))
+    listed = [r for r in rows if not r["file"].endswith(".mpo")]  # not an image extension
+    assert report["files"] == len(listed)
+    bad = read_manifest(out)
+    assert len(bad) == report["bad"] and all(bad.values())
+    table: dict[str, Counter[str]] = {}
+    for r in listed:
+        path = str((corner / r["class"] / r["file"]).resolve())
+        pil = "pil-ok" if r["pillow_decode"] == "ok" else "pil-fail"
+        ours = "rejected" if path in bad else "accepted"
+        table.setdefault(r["class"], Counter())[f"{pil}/{ours}"] += 1
+        if pil == "pil-fail":
+            assert path in bad, f"scan accepted {path}, which Pillow cannot decode"
+    with capsys.disabled():
+        print(f"\nscan of corner/: {report['good']} accepted, {report['bad']} rejected")
+        for name, counts in sorted(table.items()):
+            print(f"  {name:24s} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("train", [False, True], ids=["val", "train"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_corner_file_goes_through_both_backends_with_skip(
+    corner: Path, backend: str, train: bool
+) -> None:
+    loader = build_loader(
+        cfg_for(corner, backend, "data.on_error=skip"), "train" if train else "val"
+    )
+    seen = 0
+    with deadline(300):
+        for images, labels in loader:
+            assert images.shape[1:] == (3, 32, 32) and torch.isfinite(images.float()).all()
+            assert len(images) == len(labels)
+            seen += len(labels)
+    assert isinstance(loader.spec.source, ImageSource)
+    files = len(loader.spec.source.files)
+    assert seen + loader.skipped == files, "every listed file is either yielded or skipped"
+    assert loader.skipped == len(loader.bad_files) > 100
+    assert all(reason for reason in loader.bad_files.values())
+    truncated = str(corner / "truncated" / "pillow__truncated_jpeg.jpg")
+    assert truncated in loader.bad_files
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_files_mixed_into_good_data_leave_every_good_sample_exactly_once(
+    mixed_tree: Path, backend: str
+) -> None:
+    loader = build_loader(cfg_for(mixed_tree, backend, "data.on_error=skip"), "train")
+    with deadline(120):
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            got = sorted(i for images, _ in loader for i in ids(images))
+            assert got == list(range(N))
+            assert loader.skipped == len(BAD)
+    assert sorted(Path(p).name for p in loader.bad_files) == [
+        f"zz_bad_{k}.jpg" for k in range(len(BAD))
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_on_error_raise_names_the_first_bad_file(mixed_tree: Path, backend: str) -> None:
+    loader = build_loader(cfg_for(mixed_tree, backend), "val")
+    with deadline(120), pytest.raises(DataError) as exc:
+        list(loader)
+    assert "zz_bad_" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_scan_manifest_removes_bad_files_before_sharding(
+    mixed_tree: Path, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "bad.csv"
+    run_scan(
+        compose_config(
+            ["data=folder", f"data.root={mixed_tree}", f"scan.out={manifest}"], config_name="scan"
+        )
+    )
+    assert len(read_manifest(manifest)) == len(BAD)
+    for rank in (0, 1):
+        loader = build_loader(
+            cfg_for(mixed_tree, "dali", f"data.exclude={manifest}"),
+            "train",
+            rank=rank,
+            world_size=2,
+        )
+        assert loader.sampler.num_items == N and len(loader.bad_files) == len(BAD)
+        list(loader)
+        assert loader.skipped == 0
+
+
+def test_a_header_claiming_65535_by_65535_pixels_is_refused_before_decoding(corner: Path) -> None:
+    data = (corner / "huge_header" / "jd__max_size.jpg").read_bytes()
+    with pytest.raises(DataError, match=r"data\.max_pixels=100000000"):
+        image_size(data, "huge.jpg", max_pixels=100_000_000)
+    assert image_size(data, "huge.jpg", max_pixels=65535 * 65535) == (65535, 65535)  # configurable
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("on_error", ["skip", "raise"])
+def test_a_file_deleted_mid_epoch_is_handled_like_a_decode_error(
+    identity_tree: Path, tmp_path: Path, backend: str, on_error: str
+) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(identity_tree, root)
+    loader = build_loader(
+        cfg_for(root, backend, f"data.on_error={on_error}", "data.batch_size=1"), "val"
+    )
+    assert isinstance(loader.spec.source, ImageSource)
+    victim = loader.spec.source.files[-1]
+    batches = iter(loader)
+    first = next(batches)
+    Path(victim).unlink()
+    with deadline(120):
+        if on_error == "raise":
+            with pytest.raises(DataError, match="cannot read"):
+                list(batches)
+            return
+        rest = list(batches)
+    assert len(first[1]) + sum(len(b[1]) for b in rest) == N - 1
+    assert "cannot read" in loader.bad_files[victim]
+
+
+# --------------------------------------------------------------------------- distribution
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_distributed_epochs_are_exact_for_world_sizes_1_to_8(
+    identity_tree: Path, backend: str, drop_last: bool
+) -> None:
+    def shards(world: int, epoch: int) -> list[list[int]]:
+        out = []
+        for rank in range(world):
+            loader = build_loader(
+                cfg_for(
+                    identity_tree,
+                    backend,
+                    f"data.drop_last={drop_last}",
+                    "data.batch_size=2",
+                    "seed=5",
+                ),
+                "train",
+                rank=rank,
+                world_size=world,
+            )
+            loader.set_epoch(epoch)
+            out.append([i for images, _ in loader for i in ids(images)])
+            assert len(out[-1]) == 2 * len(loader) or not drop_last
+        return out
+
+    for world in range(1, 9):
+        first = shards(world, 1)
+        lengths = {len(s) for s in first}
+        assert len(lengths) == 1, f"world {world}: ranks yield different numbers of samples"
+        seen = [i for s in first for i in s]
+        if drop_last:
+            assert len(seen) == len(set(seen))
+        else:
+            assert set(seen) == set(range(N)) and len(seen) == N + (-N % world)
+        assert shards(world, 1) == first, "the order is a pure function of (seed, epoch)"
+        if world < 4:  # small shards can coincide by chance; the order is what matters
+            assert shards(world, 2) != first, "the order changes between epochs"
+
+
+# --------------------------------------------------------------------------- memory
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_host_memory_stays_flat_over_30_epochs(backend: str) -> None:
+    cfg = compose_config(
+        [
+            f"backend={backend}",
+            "backend.device=cpu",
+            "data.train_per_class=40",
+            *(["backend.num_workers=2"] if backend == "torch" else []),
+        ]
+    )
+    loader = build_loader(cfg, "train")
+    samples = []
+    for epoch in range(30):
+        loader.set_epoch(epoch)
+        for _ in loader:
+            pass
+        samples.append(host_memory_bytes())
+    after_first = samples[0]
+    growth = max(samples[1:]) / after_first - 1
+    print(
+        f"\n{backend}: PSS after epoch 1 {after_first / 2**20:.0f} MB, "
+        f"max growth {100 * growth:.1f} %"
+    )
+    assert growth < 0.05, [round(s / 2**20) for s in samples]
+    loader.close()
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_a_full_disk_gives_a_clear_error_and_keeps_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "checkpoints"
+    save_atomic({"epoch": 0}, checkpoint_path(directory, 0))
+
+    def full(obj: Any, f: Any) -> None:
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(DaliPipesError, match="No space left on device") as exc:
+        save_atomic({"epoch": 1}, checkpoint_path(directory, 1))
+    assert "\n" not in str(exc.value)
+    assert sorted(p.name for p in directory.iterdir()) == ["epoch_0000.pt"], "no partial file"
+    monkeypatch.undo()
+    assert latest(directory) == checkpoint_path(directory, 0)
+    assert torch.load(checkpoint_path(directory, 0))["epoch"] == 0
+
+
+# --------------------------------------------------------------------------- config fuzzing
+
+VALUES = st.one_of(
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.booleans(),
+    st.none(),
+    st.lists(st.one_of(st.integers(-5, 5), st.floats(-2, 2)), max_size=4),
+)
+KEYS = [
+    "data.batch_size",
+    "data.drop_last",
+    "data.on_error",
+    "data.max_pixels",
+    "data.num_samples",
+    "data.num_classes",
+    "augment.train.size",
+    "augment.train.scale",
+    "augment.train.ratio",
+    "augment.train.flip_prob",
+    "augment.val.resize",
+    "augment.val.crop",
+    "augment.mean",
+    "augment.std",
+    "augment.dtype",
+    "augment.channels_last",
+    "backend.device",
+    "backend.num_threads",
+    "backend.prefetch_queue_depth",
+    "backend.hw_decoder_load",
+    "backend.read_ahead",
+    "trainer.epochs",
+    "trainer.base_lr",
+    "trainer.momentum",
+    "trainer.amp",
+    "trainer.warmup_epochs",
+    "seed",
+]
+
+
+def _override(key: str, value: Any) -> str:
+    if value is None:
+        return f"{key}=null"
+    if isinstance(value, str):
+        return f"{key}='{value}'" if value.isidentifier() else f"{key}={value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{key}={'nan' if math.isnan(value) else ('inf' if value > 0 else '-inf')}"
+    if isinstance(value, list):
+        return f"{key}=[{','.join(str(v) for v in value)}]"
+    return f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(KEYS), VALUES)
+def test_config_fuzzing_gives_validation_errors_never_crashes(key: str, value: Any) -> None:
+    try:
+        cfg = compose_config(["data=synthetic", _override(key, value)])
+        loader_spec(cfg, "train")  # data, augment, backend and the top-level seed
+        to_spec(cfg.trainer, TrainerSpec)
+    except ConfigError as exc:
+        assert "\n" not in str(exc) and str(exc)
+
+
+def test_a_missing_manifest_is_a_one_line_error(tmp_path: Path, identity_tree: Path) -> None:
+    with pytest.raises(DataError, match=r"run python -m dali_pipes\.scan first"):
+        build_loader(cfg_for(identity_tree, "dali", f"data.exclude={tmp_path / 'missing.csv'}"))
