@@ -399,3 +399,29 @@ def test_config_fuzzing_gives_validation_errors_never_crashes(key: str, value: A
 def test_a_missing_manifest_is_a_one_line_error(tmp_path: Path, identity_tree: Path) -> None:
     with pytest.raises(DataError, match=r"run python -m dali_pipes\.scan first"):
         build_loader(cfg_for(identity_tree, "dali", f"data.exclude={tmp_path / 'missing.csv'}"))
+
+
+def test_training_with_skip_counts_bad_files_in_the_epoch_summary(
+    mixed_tree: Path, tmp_path: Path
+) -> None:
+    from dali_pipes.train import train
+
+    cfg = compose_config(
+        [
+            "data=folder",
+            f"data.root={mixed_tree}",
+            "data.on_error=skip",
+            "data.batch_size=4",
+            "augment=small",
+            "model=small_cnn",
+            "trainer=quick",
+            "trainer.epochs=2",
+            "backend.device=cpu",
+            f"output_dir={tmp_path}",
+        ]
+    )
+    row = train(cfg)
+    assert row["skipped"] == len(BAD) and row["samples"] == N
+    with (tmp_path / "metrics.csv").open() as f:
+        assert [int(r["skipped"]) for r in csv.DictReader(f)] == [len(BAD), len(BAD)]
+    assert f"{len(BAD)} bad files skipped" in (tmp_path / "train.log").read_text()

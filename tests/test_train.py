@@ -222,3 +222,41 @@ def test_gpu_recipe_uses_bf16_autocast_channels_last_and_nccl(tmp_path: Path) ->
     assert (
         "on cuda:0" in log and "nccl" in log and "autocast bf16" in log and "channels_last" in log
     )
+
+
+@pytest.mark.slow
+def test_sigint_stops_cleanly_with_a_final_checkpoint_and_resume_continues(tmp_path: Path) -> None:
+    args = [
+        "trainer.epochs=3",
+        "data.train_per_class=120",
+        "data.batch_size=16",
+        f"output_dir={tmp_path}",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dali_pipes.train", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while latest(tmp_path / "checkpoints") is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into epoch 1
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    final = latest(tmp_path / "checkpoints")
+    assert final is not None and "interrupted_at_batch" in final.name
+    assert not list((tmp_path / "checkpoints").glob(".*tmp")), "no half-written checkpoint"
+    resumed = run_cli([*args, "resume=auto"], timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    epochs = rows(tmp_path)
+    assert [r["epoch"] for r in epochs] == ["0", "1", "2"]
+    assert int(epochs[1]["samples"]) < 720 < int(epochs[2]["samples"]) + 1, (
+        "epoch 1 continued, not redone"
+    )
