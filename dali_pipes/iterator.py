@@ -67,6 +67,9 @@ class DALIIterator(DaliLoader):
         num_threads: int | None = DaliBackend.num_threads,
         prefetch_queue_depth: int = DaliBackend.prefetch_queue_depth,
         hw_decoder_load: float = DaliBackend.hw_decoder_load,
+        on_error: str = DataSpec.on_error,
+        max_pixels: int = DataSpec.max_pixels,
+        exclude: str | None = DataSpec.exclude,
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
@@ -92,15 +95,18 @@ class DALIIterator(DaliLoader):
             prefetch_queue_depth=prefetch_queue_depth,
             hw_decoder_load=hw_decoder_load,
         )
-        DataSpec(batch_size=batch_size)  # validates batch_size with the config's message
+        # Validates these with the config's messages.
+        DataSpec(batch_size=batch_size, on_error=on_error, max_pixels=max_pixels)
         super().__init__(
             LoaderSpec(
-                source=discover_folder(root),
+                source=discover_folder(root, on_error=on_error, exclude=exclude),
                 train=train,
                 batch_size=batch_size,
                 augment=augment,
                 sampling=sampling,
                 backend=backend,
+                on_error=on_error,
+                max_pixels=max_pixels,
             )
         )
 

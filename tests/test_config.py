@@ -122,3 +122,22 @@ def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
         text=True,
     )
     assert out.stdout.strip() == "train"
+
+
+def test_dali_iterator_skips_bad_files_when_asked(identity_tree: Path, tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(identity_tree, root)
+    (root / "ant" / "broken.jpg").write_bytes(b"not a jpeg")
+    loader = DALIIterator(
+        root,
+        device="cpu",
+        train=False,
+        batch_size=8,
+        image_size=32,
+        resize_size=36,
+        on_error="skip",
+    )
+    assert sum(len(labels) for _, labels in loader) == 17
+    assert list(loader.bad_files) == [str(root / "ant" / "broken.jpg")]
