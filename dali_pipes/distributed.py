@@ -35,10 +35,6 @@ def backend_name() -> str:
     return str(tdist.get_backend()) if active() else "no process group"
 
 
-def is_main() -> bool:
-    return not active() or tdist.get_rank() == 0
-
-
 def sum_(values: list[float], device: torch.device) -> list[float]:
     """Element-wise sum over ranks (float64 so large counts stay exact)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)

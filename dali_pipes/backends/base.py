@@ -87,11 +87,6 @@ class Loader(ABC):
         return len(self.spec.source.classes)
 
     @property
-    def num_samples(self) -> int:
-        """Samples this rank yields per epoch (including DistributedSampler padding)."""
-        return min(len(self) * self.batch_size, self.sampler.num_samples)
-
-    @property
     def skip(self) -> bool:
         return self.spec.on_error == "skip"
 
