@@ -44,10 +44,12 @@ def report(
     diff = (a - b).abs()
     per_file = diff.flatten(1).mean(dim=1)
     figures = (diff.mean().item(), per_file.max().item(), diff.max().item())
+    over = [(diff > level).float().mean().item() for level in (1, 4, 16)]
     with capsys.disabled():
         print(
             f"\nparity {name}: {len(a)} photos, mean |diff| {figures[0]:.3f}, "
-            f"worst file {figures[1]:.3f}, max {figures[2]:.0f} grey levels"
+            f"worst file {figures[1]:.3f}, max {figures[2]:.0f} grey levels; values over "
+            f"1/4/16 levels: {100 * over[0]:.3f}/{100 * over[1]:.4f}/{100 * over[2]:.5f} %"
         )
     return figures
 
