@@ -38,9 +38,12 @@ for stage in $stages; do
     bench)
       common=(data=folder "data.root=$BIG" "data.batch_size=$BATCH" bench.min_images=4096 bench.warmup_images=512)
       python3 -m dali_pipes.bench "${common[@]}" "bench.out=$OUT/bench-gpu-photos.json" 2>&1 | tee "$OUT/bench.log" | grep -v "^\s*$" | tail -12
-      for load in 0.0 1.0; do
-        python3 -m dali_pipes.bench "${common[@]}" "bench.candidates=[dali-gpu]" "backend.hw_decoder_load=$load" \
-          "bench.out=$OUT/bench-gpu-hw$load.json" 2>&1 | tee "$OUT/bench-hw$load.log" | grep "DALI\|dali" | tail -2
+      # DALI GPU variants: hardware-decoder share, chroma upsampling, region decoding
+      for variant in hw_decoder_load=0.0 hw_decoder_load=1.0 fancy_upsampling=false \
+          roi_decode=true,fancy_upsampling=false roi_decode=true; do
+        python3 -m dali_pipes.bench "${common[@]}" "bench.candidates=[dali-gpu]" \
+          $(echo "$variant" | tr ',' '\n' | sed 's/^/backend./') \
+          "bench.out=$OUT/bench-gpu-${variant//[=,]/-}.json" 2>&1 | grep "^| dali" | sed "s/^/$variant /"
       done ;;
     doctor)
       python3 -m dali_pipes.doctor data=folder "data.root=$BIG" "data.batch_size=$BATCH" model=resnet50 \

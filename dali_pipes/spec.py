@@ -195,6 +195,15 @@ class DaliBackend(BackendSpec):
 
     ``num_threads=None`` uses this process's share of the CPU cores. The preallocation
     hints and paddings are passed to DALI's decoder (0 keeps DALI's own default).
+
+    ``roi_decode``: decode only the crop window (``decoders.image_slice``) instead of the
+    whole image followed by a crop. ``None`` chooses per device: on the CPU, where it saves
+    work; not on the GPU, because nvJPEG (CUDA and hardware decoders, DALI 2.4 / nvJPEG
+    < 13.2) declines region decoding combined with ``fancy_upsampling`` and DALI then
+    decodes those images with libjpeg-turbo on the CPU -- measured on an H100 it made the
+    GPU pipeline CPU-bound at about half its speed (benchmarks/RESULTS.md).
+    ``fancy_upsampling`` (GPU only): nvJPEG upsamples chroma like libjpeg-turbo, so GPU and
+    CPU batches agree to a grey level or two; off is nvJPEG's own, cheaper upsampling.
     """
 
     name: str = "dali"
@@ -206,6 +215,8 @@ class DaliBackend(BackendSpec):
     device_memory_padding: int = 0
     host_memory_padding: int = 0
     read_ahead: int = 2
+    roi_decode: bool | None = None
+    fancy_upsampling: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

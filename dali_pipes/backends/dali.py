@@ -3,7 +3,8 @@
 Pipeline, per batch::
 
     external_source (encoded bytes, label, crop window, resize ROI, flip)   <- Python feed
-    decoders.image_slice  decode only the crop window (region-of-interest decoding)
+    decoders.image_slice  decode only the crop window (region-of-interest decoding), or
+      decoders.image + slice   decode whole, then crop (the GPU default, see DaliBackend)
     resize                antialiased linear, ROI -> output size
     crop_mirror_normalize flip + (x - mean) / std + dtype + layout, fused
 
@@ -175,6 +176,14 @@ class DaliLoader(Loader):
         if self.device.type == "cuda":
             self._check_dali_gpu()
         self.num_threads = self.options.num_threads or cpu_share()
+        roi = self.options.roi_decode
+        self.roi_decode = self.device.type != "cuda" if roi is None else roi
+        if self.roi_decode and self.device.type == "cuda" and self.options.fancy_upsampling:
+            log.warning(
+                "backend.roi_decode=true with fancy_upsampling on the GPU: nvJPEG declines "
+                "region decoding with libjpeg-style upsampling and DALI decodes on the CPU "
+                "instead; set backend.fancy_upsampling=false or backend.roi_decode=null"
+            )
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
         self._feed = _Feed(spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)))
         self._pipe: Any = None
@@ -212,8 +221,7 @@ class DaliLoader(Loader):
                 "hw_decoder_load": self.options.hw_decoder_load,
                 "preallocate_width_hint": self.options.preallocate_width_hint,
                 "preallocate_height_hint": self.options.preallocate_height_hint,
-                # Same chroma upsampling as libjpeg-turbo, so GPU and CPU agree.
-                "jpeg_fancy_upsampling": True,
+                "jpeg_fancy_upsampling": self.options.fancy_upsampling,
             }
             if self.options.device_memory_padding:
                 decoder["device_memory_padding"] = self.options.device_memory_padding
@@ -234,17 +242,30 @@ class DaliLoader(Loader):
                     types.INT32,
                 ],
             )
-            images = fn.decoders.image_slice(
-                encoded,
-                anchor,
-                shape,
+            decoder.update(
                 device="mixed" if gpu else "cpu",
                 output_type=types.RGB,
                 adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
-                normalized_anchor=False,
-                normalized_shape=False,
-                **decoder,
             )
+            if self.roi_decode:
+                images = fn.decoders.image_slice(
+                    encoded,
+                    anchor,
+                    shape,
+                    normalized_anchor=False,
+                    normalized_shape=False,
+                    **decoder,
+                )
+            else:
+                images = fn.decoders.image(encoded, **decoder)
+                images = fn.slice(
+                    images,
+                    anchor,
+                    shape,
+                    axis_names="WH",
+                    normalized_anchor=False,
+                    normalized_shape=False,
+                )
             images = fn.resize(
                 images,
                 size=[out, out],
