@@ -2,7 +2,7 @@
 # The GPU measurements recorded in benchmarks/RESULTS.md, in one script, so a session with a
 # lent GPU machine repeats them exactly. Run from the project root on the GPU machine after
 # ../shared/gpu/README.md's steps (DALI unpacked in /tmp/site):
-#   OUT=<dir> PHOTOS=<photos dir> bash benchmarks/gpu-session.sh [setup] [tests] [bench] [doctor]
+#   OUT=<dir> PHOTOS=<photos dir> bash benchmarks/gpu-session.sh [setup] [tests] [bench] [doctor] [doctor-variants]
 # Without stage names it runs them all. Logs and JSON go to $OUT.
 set -uo pipefail
 OUT=${OUT:-outputs/gpu}
@@ -48,6 +48,13 @@ for stage in $stages; do
     doctor)
       python3 -m dali_pipes.doctor data=folder "data.root=$BIG" "data.batch_size=$BATCH" model=resnet50 \
         trainer=imagenet "doctor.out_dir=$OUT/doctor" 2>&1 | tee "$OUT/doctor.log" | tail -25 ;;
-    *) echo "unknown stage $stage (setup, tests, bench, doctor)"; exit 2 ;;
+    doctor-variants)
+      # the same training step fed by the fastest DALI variant of the bench, and by the torch backend
+      for variant in backend.roi_decode=true,backend.fancy_upsampling=false backend=torch; do
+        python3 -m dali_pipes.doctor data=folder "data.root=$BIG" "data.batch_size=$BATCH" model=resnet50 \
+          trainer=imagenet doctor.tune=false $(echo "$variant" | tr ',' '\n') \
+          "doctor.out_dir=$OUT/doctor-${variant//[=,.]/-}" 2>&1 | tail -4 | sed "s/^/$variant /"
+      done ;;
+    *) echo "unknown stage $stage (setup, tests, bench, doctor, doctor-variants)"; exit 2 ;;
   esac
 done
