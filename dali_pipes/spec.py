@@ -196,14 +196,14 @@ class DaliBackend(BackendSpec):
     ``num_threads=None`` uses this process's share of the CPU cores. The preallocation
     hints and paddings are passed to DALI's decoder (0 keeps DALI's own default).
 
-    ``roi_decode``: decode only the crop window (``decoders.image_slice``) instead of the
-    whole image followed by a crop. ``None`` chooses per device: on the CPU, where it saves
-    work; not on the GPU, because nvJPEG (CUDA and hardware decoders, DALI 2.4 / nvJPEG
-    < 13.2) declines region decoding combined with ``fancy_upsampling`` and DALI then
-    decodes those images with libjpeg-turbo on the CPU -- measured on an H100 it made the
-    GPU pipeline CPU-bound at about half its speed (benchmarks/RESULTS.md).
-    ``fancy_upsampling`` (GPU only): nvJPEG upsamples chroma like libjpeg-turbo, so GPU and
-    CPU batches agree to a grey level or two; off is nvJPEG's own, cheaper upsampling.
+    ``fancy_upsampling`` (GPU only): nvJPEG upsamples chroma like libjpeg-turbo, so GPU
+    batches match the CPU's to a few grey levels (max 4 on the photos) instead of up to ~70
+    at sharp colour edges (mean 0.4 either way). Off, as in DALI, by default: nvJPEG
+    (DALI 2.4, nvJPEG < 13.2) declines region decoding with it, so it costs decoding whole
+    images -- measured on an H100, ResNet-50 trained 32 % slower (benchmarks/RESULTS.md).
+    ``roi_decode``: decode only the crop window (``decoders.image_slice``) rather than the
+    whole image and then slice. ``None`` = yes, except on the GPU with ``fancy_upsampling``
+    (where nvJPEG would hand the images to libjpeg-turbo on the CPU instead).
     """
 
     name: str = "dali"
@@ -215,8 +215,8 @@ class DaliBackend(BackendSpec):
     device_memory_padding: int = 0
     host_memory_padding: int = 0
     read_ahead: int = 2
+    fancy_upsampling: bool = False
     roi_decode: bool | None = None
-    fancy_upsampling: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

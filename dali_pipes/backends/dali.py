@@ -176,13 +176,14 @@ class DaliLoader(Loader):
         if self.device.type == "cuda":
             self._check_dali_gpu()
         self.num_threads = self.options.num_threads or cpu_share()
+        fancy_on_gpu = self.device.type == "cuda" and self.options.fancy_upsampling
         roi = self.options.roi_decode
-        self.roi_decode = self.device.type != "cuda" if roi is None else roi
-        if self.roi_decode and self.device.type == "cuda" and self.options.fancy_upsampling:
+        self.roi_decode = not fancy_on_gpu if roi is None else roi
+        if self.roi_decode and fancy_on_gpu:
             log.warning(
-                "backend.roi_decode=true with fancy_upsampling on the GPU: nvJPEG declines "
-                "region decoding with libjpeg-style upsampling and DALI decodes on the CPU "
-                "instead; set backend.fancy_upsampling=false or backend.roi_decode=null"
+                "backend.roi_decode=true with backend.fancy_upsampling=true on the GPU: "
+                "nvJPEG declines that and DALI decodes those images on the CPU instead; "
+                "set one of them to false (or roi_decode=null)"
             )
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
         self._feed = _Feed(spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)))
