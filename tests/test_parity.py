@@ -19,8 +19,13 @@ from dali_pipes.geometry import plan
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, TorchBackend
 
-# Provisional until measured on a GPU machine (see benchmarks/RESULTS.md).
-GPU_BOUNDS = {True: (1.0, 64), False: (1.0, 128)}  # fancy_upsampling -> (mean, max)
+# GPU vs CPU bounds, fancy_upsampling -> (mean, max, share of values off by > 16 levels).
+# Measured on an H100 (benchmarks/RESULTS.md), train/eval: with libjpeg-style upsampling
+# mean 0.45 and max 4 (nvJPEG's IDCT rounds differently); with nvJPEG's own upsampling
+# mean 0.36-0.41, max 45-71 and 0.011-0.021 % of values off by > 16, all at sharp colour
+# edges where the two upsamplers disagree most. Bounds leave ~1.5x on the mean and 2x on
+# the rest for other GPUs and drivers; a geometry mismatch moves the mean to ~5.
+GPU_BOUNDS = {True: (0.7, 8, 0.0), False: (0.7, 128, 0.05 / 100)}
 
 RAW = AugmentSpec(mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255))
 
@@ -40,7 +45,8 @@ def batches(root: Path, train: bool, backend: DaliBackend | TorchBackend) -> tor
 
 def report(
     name: str, a: torch.Tensor, b: torch.Tensor, capsys: pytest.CaptureFixture[str]
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
+    """Mean |diff|, worst file's mean, max, and the share of values off by > 16 levels."""
     diff = (a - b).abs()
     per_file = diff.flatten(1).mean(dim=1)
     figures = (diff.mean().item(), per_file.max().item(), diff.max().item())
@@ -51,7 +57,7 @@ def report(
             f"worst file {figures[1]:.3f}, max {figures[2]:.0f} grey levels; values over "
             f"1/4/16 levels: {100 * over[0]:.3f}/{100 * over[1]:.4f}/{100 * over[2]:.5f} %"
         )
-    return figures
+    return (*figures, over[2])
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
@@ -61,7 +67,7 @@ def test_dali_cpu_matches_torch_backend_on_real_photos(
     dali = batches(photos, train, DaliBackend(device="cpu"))
     ref = batches(photos, train, TorchBackend(device="cpu", num_workers=2))
     assert dali.shape == ref.shape
-    mean, _, worst = report(
+    mean, _, worst, _ = report(
         f"dali-cpu vs torch ({'train' if train else 'eval'})", dali, ref, capsys
     )
     assert mean <= 0.5
@@ -97,7 +103,8 @@ def test_dali_gpu_matches_dali_cpu_on_real_photos(
     on_cpu = batches(photos, train, DaliBackend(device="cpu"))
     assert on_gpu.shape == on_cpu.shape
     name = f"dali-gpu ({'fancy' if fancy else 'nvjpeg'} upsampling) vs dali-cpu"
-    mean, _, worst = report(f"{name} ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)
-    bound_mean, bound_max = GPU_BOUNDS[fancy]
+    mean, _, worst, off = report(f"{name} ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)
+    bound_mean, bound_max, bound_off = GPU_BOUNDS[fancy]
     assert mean <= bound_mean
     assert worst <= bound_max
+    assert off <= bound_off
