@@ -35,6 +35,7 @@ from dali_pipes.spec import (
     LoaderSpec,
     SampleData,
     SamplingSpec,
+    ShardData,
     SyntheticBackend,
     SyntheticData,
     TorchBackend,
@@ -45,6 +46,7 @@ T = TypeVar("T")
 SCHEMAS: dict[tuple[str, str], type] = {
     ("data", "folder"): FolderData,
     ("data", "sample"): SampleData,
+    ("data", "shards"): ShardData,
     ("data", "synthetic"): SyntheticData,
     ("augment", "base"): AugmentSpec,
     ("backend", "dali"): DaliBackend,
@@ -67,6 +69,7 @@ def register_configs() -> None:
     # Imported here: these modules import this one.
     from dali_pipes.bench import BenchSpec
     from dali_pipes.doctor import DoctorSpec
+    from dali_pipes.pack import PackSpec
     from dali_pipes.scan import ScanSpec
 
     store = ConfigStore.instance()
@@ -74,6 +77,7 @@ def register_configs() -> None:
         ("bench", "base"): BenchSpec,
         ("doctor", "base"): DoctorSpec,
         ("scan", "base"): ScanSpec,
+        ("pack", "base"): PackSpec,
     }
     for (group, name), cls in {**SCHEMAS, **tools}.items():
         node = OmegaConf.structured(cls)

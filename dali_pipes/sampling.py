@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dali_pipes.shards import ShardLayout
 from dali_pipes.spec import SamplingSpec
 
 
@@ -57,3 +58,44 @@ class ShardSampler:
         order = self.indices(epoch)
         count = self.num_batches(batch_size)
         return [order[i * batch_size : (i + 1) * batch_size] for i in range(count)]
+
+
+@dataclass(frozen=True)
+class StreamSampler(ShardSampler):
+    """The order for a packed dataset: shard by shard, so reads stay sequential-ish.
+
+    Each epoch visits the shards in an order drawn from (seed, epoch) and concatenates
+    their samples; rank ``r`` takes the ``r``-th contiguous run of that sequence (padded
+    or truncated exactly like :class:`ShardSampler`, so every rank has the same length and
+    the ranks' samples are disjoint), then samples are shuffled within consecutive windows
+    of ``layout.shuffle_buffer``. The same order in every backend: f(seed, epoch, rank).
+    """
+
+    layout: ShardLayout | None = None
+
+    def indices(self, epoch: int) -> np.ndarray:
+        assert self.layout is not None
+        spec, lay = self.spec, self.layout
+        shards = np.arange(lay.num_shards)
+        if spec.shuffle:
+            g = torch.Generator()
+            g.manual_seed(spec.seed + epoch)
+            shards = torch.randperm(lay.num_shards, generator=g).numpy()
+        order = np.concatenate([lay.members(int(s)) for s in shards] or [np.zeros(0, np.int64)])
+        per = self.num_samples
+        total = per * spec.world_size
+        order = np.resize(order, total) if total > self.num_items else order[:total]
+        mine = order[spec.rank * per : (spec.rank + 1) * per].astype(np.int64)
+        window = lay.shuffle_buffer
+        if spec.shuffle and window > 1:
+            rng = np.random.default_rng([spec.seed, epoch, spec.rank])
+            for start in range(0, len(mine), window):
+                rng.shuffle(mine[start : start + window])
+        return mine
+
+
+def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> ShardSampler:
+    """DistributedSampler order for files; the streaming order for a packed dataset."""
+    if layout is None:
+        return ShardSampler(num_items, spec)
+    return StreamSampler(num_items, spec, layout)

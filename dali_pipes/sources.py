@@ -17,7 +17,8 @@ import numpy as np
 
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.manifest import read_manifest
-from dali_pipes.spec import DataSpec, FolderData, SampleData, SyntheticData
+from dali_pipes.shards import ShardLayout, ShardReader, open_split
+from dali_pipes.spec import DataSpec, FolderData, SampleData, ShardData, SyntheticData
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,11 @@ SPLITS = ("train", "val")
 
 @dataclass(frozen=True, eq=False)
 class ImageSource:
-    """Image files of one split with ImageFolder labels."""
+    """Encoded images of one split with ImageFolder labels: files, or samples in shards.
+
+    ``files`` names every sample (a path, or ``shard.tar:member`` for a packed dataset);
+    :meth:`read` returns their bytes either way.
+    """
 
     root: str
     files: tuple[str, ...]
@@ -38,9 +43,25 @@ class ImageSource:
     classes: tuple[str, ...]
     #: Files left out at discovery, with the reason (unsupported format, scan manifest).
     rejected: tuple[tuple[str, str], ...] = ()
+    #: Where the samples of a packed dataset are (None: one file per sample).
+    layout: ShardLayout | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        reader = ShardReader(self.layout) if self.layout is not None else None
+        object.__setattr__(self, "_reader", reader)
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def read(self, indices: list[int] | np.ndarray) -> list[np.ndarray | DataError]:
+        """Each sample's encoded bytes, or the error naming it (raised later, or skipped)."""
+        reader: ShardReader | None = self._reader  # type: ignore[attr-defined]
+        if reader is not None:
+            try:
+                return list(reader.read(indices))
+            except DataError as exc:
+                return [exc] * len(indices)
+        return [_read_file(self.files[int(i)]) for i in indices]
 
     @property
     def num_classes(self) -> int:
@@ -67,6 +88,15 @@ class SyntheticSource:
 
 
 Source = ImageSource | SyntheticSource
+
+
+def _read_file(path: str) -> np.ndarray | DataError:
+    try:
+        return np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        return DataError(
+            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
+        )
 
 
 def discover_folder(
@@ -136,6 +166,17 @@ def open_source(data: DataSpec, split: str) -> Source:
         raise ConfigError(f"split={split!r} is invalid: choose one of {SPLITS}")
     if isinstance(data, SyntheticData):
         return SyntheticSource(data.num_samples, data.num_classes)
+    if isinstance(data, ShardData):
+        if not data.root:
+            raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
+        names, labels, classes, layout = open_split(data.root, split, data.shuffle_buffer)
+        return ImageSource(
+            root=str(Path(data.root).expanduser()),
+            files=tuple(names),
+            labels=labels,
+            classes=tuple(classes),
+            layout=layout,
+        )
     if isinstance(data, SampleData):
         from dali_pipes.sample_data import ensure_sample_dataset
 

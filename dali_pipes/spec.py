@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DTYPES = ("float32", "float16", "bfloat16")
 DEVICES = ("auto", "gpu", "cpu")
 ON_ERROR = ("raise", "skip")
+CACHES = (None, "ram", "gpu")
 DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
 
 
@@ -125,9 +126,11 @@ class DataSpec:
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
     exclude: str | None = None
+    cache: str | None = None
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
+        require(self.cache in CACHES, "data.cache", self.cache, "choose null, ram or gpu")
         require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
         require(self.max_pixels >= 1, "data.max_pixels", self.max_pixels, "must be >= 1")
 
@@ -159,6 +162,23 @@ class SampleData(DataSpec):
         for key in ("train_per_class", "val_per_class"):
             value = getattr(self, key)
             require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class ShardData(DataSpec):
+    """A dataset packed by ``python -m dali_pipes.pack`` (see :mod:`dali_pipes.shards`).
+
+    ``shuffle_buffer``: each epoch visits the shards in a new order and shuffles samples
+    within runs of this many consecutive ones, so reads stay within a few MB of a shard.
+    """
+
+    name: str = "shards"
+    root: str | None = None
+    shuffle_buffer: int = 2048
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.shuffle_buffer >= 0, "data.shuffle_buffer", self.shuffle_buffer, ">= 0")
 
 
 @dataclass(frozen=True)

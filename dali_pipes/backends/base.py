@@ -12,7 +12,7 @@ import torch
 
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.normalize import Batch
-from dali_pipes.sampling import ShardSampler
+from dali_pipes.sampling import sampler_for
 from dali_pipes.spec import LoaderSpec
 
 log = logging.getLogger("dali_pipes.data")
@@ -64,7 +64,8 @@ class Loader(ABC):
 
     def __init__(self, spec: LoaderSpec) -> None:
         self.spec = spec
-        self.sampler = ShardSampler(len(spec.source), spec.sampling)
+        layout = getattr(spec.source, "layout", None)
+        self.sampler = sampler_for(len(spec.source), spec.sampling, layout)
         self._next_epoch = 0
         self._start_batch = 0
         self.bad = BadFiles()

@@ -42,16 +42,6 @@ from dali_pipes.spec import DaliBackend, LoaderSpec
 log = logging.getLogger(__name__)
 
 
-def _read(path: str) -> np.ndarray | DataError:
-    """The file's bytes, or the error that names it (raised later, or skipped)."""
-    try:
-        return np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        return DataError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
-        )
-
-
 class _InFlight(NamedTuple):
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already left out)
@@ -71,6 +61,7 @@ class _Feed:
         assert isinstance(spec.source, ImageSource)
         self.spec = spec
         self.bad = bad
+        self.source = spec.source
         self.files = spec.source.files
         self.labels = spec.source.labels
         self.read_ahead = read_ahead
@@ -97,8 +88,7 @@ class _Feed:
         self.in_flight.clear()
 
     def _submit(self, batch: np.ndarray) -> Future[list[np.ndarray | DataError]]:
-        paths = [self.files[i] for i in batch]
-        return self._pool.submit(lambda: [_read(p) for p in paths])
+        return self._pool.submit(self.source.read, batch)
 
     def _next_batch(self) -> tuple[int, np.ndarray, list[np.ndarray], np.ndarray]:
         """The next plan batch with its good files: position, indices, bytes, sizes."""
@@ -378,26 +368,28 @@ class DaliLoader(Loader):
         corner DALI's decoder does not handle) is found by decoding each file alone in a
         one-sample DALI pipeline.
         """
-        from dali_pipes.backends.torch import decode
+        from dali_pipes.backends.torch import decode_bytes
 
-        assert isinstance(self.spec.source, ImageSource)
-        paths = [self.spec.source.files[i] for batch in suspects for i in batch.indices]
+        source = self.spec.source
+        assert isinstance(source, ImageSource)
+        indices = [int(i) for batch in suspects for i in batch.indices]
         found: list[tuple[str, DataError]] = []
-        for path in paths:
+        for i in indices:
             try:
-                decode(path, self.spec.max_pixels)
+                decode_bytes(source.read([i])[0], source.files[i], self.spec.max_pixels)
             except DataError as exc:
-                found.append((path, exc))
+                found.append((source.files[i], exc))
         if found:
             return found
-        for path in paths:
-            reason = self._probe(path)
+        for i in indices:
+            path, blob = source.files[i], source.read([i])[0]
+            reason = self._probe(blob) if not isinstance(blob, DataError) else str(blob)
             if reason:
                 found.append((path, DataError(f"{path}: DALI cannot decode it ({reason})")))
         return found
 
-    def _probe(self, path: str) -> str:
-        """Decode one file alone with this loader's DALI decoder: "" if it works."""
+    def _probe(self, blob: np.ndarray) -> str:
+        """Decode one image alone with this loader's DALI decoder: "" if it works."""
         from nvidia.dali import fn, types
         from nvidia.dali.pipeline import Pipeline
 
@@ -415,7 +407,7 @@ class DaliLoader(Loader):
             )
         try:
             pipe.build()
-            pipe.run(encoded=[np.fromfile(path, dtype=np.uint8)])
+            pipe.run(encoded=[np.asarray(blob, dtype=np.uint8)])
         except (RuntimeError, OSError) as exc:
             return _reason(exc)
         return ""

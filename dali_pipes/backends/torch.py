@@ -35,13 +35,23 @@ def decode(path: str, max_pixels: int | None = None) -> torch.Tensor:
     """Read and decode one file to uint8 RGB ``[3, H, W]`` (EXIF orientation ignored,
     like ``ImageFolder``), or raise :class:`DataError` naming the file."""
     try:
-        data = torch.from_numpy(np.fromfile(path, dtype=np.uint8))
+        data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
         raise DataError(
             f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
         ) from None
+    return decode_bytes(data, path, max_pixels)
+
+
+def decode_bytes(
+    blob: np.ndarray | DataError, path: str, max_pixels: int | None = None
+) -> torch.Tensor:
+    """:func:`decode` for bytes already read (``path`` names them in errors)."""
+    if isinstance(blob, DataError):
+        raise blob
     # The same "not an image" and pixel-limit checks as the DALI backend, before decoding.
-    image_size(data.numpy(), path, max_pixels)
+    image_size(blob, path, max_pixels)
+    data = torch.from_numpy(np.array(blob, dtype=np.uint8, copy=not blob.flags.writeable))
     try:
         return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)
     except RuntimeError as exc:
@@ -62,6 +72,7 @@ class _Sample(NamedTuple):
 class _Samples(Dataset[_Sample]):
     def __init__(self, spec: LoaderSpec) -> None:
         assert isinstance(spec.source, ImageSource)
+        self.source = spec.source
         self.files = spec.source.files
         self.labels = spec.source.labels
         self.augment = spec.augment
@@ -74,10 +85,18 @@ class _Samples(Dataset[_Sample]):
         return len(self.files)
 
     def __getitem__(self, key: Key) -> _Sample:
+        return self.__getitems__([key])[0]
+
+    def __getitems__(self, keys: list[Key]) -> list[_Sample]:
+        """A whole batch at once: a packed dataset reads neighbouring samples in one call."""
+        blobs = self.source.read([index for index, _ in keys])
+        return [self._sample(key, blob) for key, blob in zip(keys, blobs, strict=True)]
+
+    def _sample(self, key: Key, blob: np.ndarray | DataError) -> _Sample:
         index, epoch = key
         path, label = self.files[index], int(self.labels[index])
         try:
-            image = decode(path, self.max_pixels)
+            image = decode_bytes(blob, path, self.max_pixels)
         except DataError as exc:
             if not self.skip:
                 raise
@@ -182,4 +201,4 @@ class TorchLoader(Loader):
         self._loader._iterator = None
 
 
-__all__ = ["TorchLoader", "decode"]
+__all__ = ["TorchLoader", "decode", "decode_bytes"]
