@@ -165,10 +165,9 @@ def test_dalis_webdataset_reader_reads_the_packed_shards(packed: Path) -> None:
 
     @pipeline_def(batch_size=N, num_threads=1, device_id=None)
     def read() -> Any:
-        image, cls = fn.readers.webdataset(
+        return fn.readers.webdataset(
             paths=list(layout.tars), index_paths=idx, ext=["jpg;png;webp", "cls"]
         )
-        return image, cls
 
     pipe = read()
     pipe.build()
