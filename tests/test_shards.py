@@ -165,9 +165,10 @@ def test_dalis_webdataset_reader_reads_the_packed_shards(packed: Path) -> None:
 
     @pipeline_def(batch_size=N, num_threads=1, device_id=None)
     def read() -> Any:
-        return fn.readers.webdataset(
+        outputs = fn.readers.webdataset(
             paths=list(layout.tars), index_paths=idx, ext=["jpg;png;webp", "cls"]
         )
+        return tuple(outputs)  # type: ignore[arg-type]
 
     pipe = read()
     pipe.build()
