@@ -35,11 +35,13 @@ from dali_pipes.config import loader_spec, to_spec
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.measure import Measurement, measure
-from dali_pipes.sources import ImageSource
+from dali_pipes.pack import PackSpec
+from dali_pipes.sources import ImageSource, open_source
 from dali_pipes.spec import (
     AugmentSpec,
     BackendSpec,
     DaliBackend,
+    ShardData,
     SyntheticBackend,
     TorchBackend,
     require,
@@ -47,19 +49,35 @@ from dali_pipes.spec import (
 
 log = logging.getLogger("dali_pipes.bench")
 
-CANDIDATES = ("baseline", "torch", "dali-cpu", "dali-gpu", "synthetic", "decode")
+CANDIDATES = (
+    "baseline",
+    "torch",
+    "dali-cpu",
+    "dali-gpu",
+    "synthetic",
+    "decode",
+    # the same data packed (bench.shards) and decoded once (data.cache)
+    "torch-shards",
+    "dali-cpu-shards",
+    "dali-gpu-shards",
+    "cache-ram",
+    "cache-gpu",
+)
+DEFAULT_CANDIDATES = CANDIDATES[:6]
 
 
 @dataclass(frozen=True)
 class BenchSpec:
     """``bench`` config node."""
 
-    candidates: tuple[str, ...] = CANDIDATES
+    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
     repeats: int = 5
     warmup_images: int = 256
     min_images: int = 1024  # per timed repeat
     workers: int | None = None  # baseline/torch DataLoader workers; null = all cores
     out: str = "outputs/bench/bench.json"
+    #: a pack of the same data for the *-shards candidates; packed there first if absent
+    shards: str = "outputs/bench/shards"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", tuple(self.candidates))
@@ -174,10 +192,24 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
             cores=cores,
         )
 
-    def with_backend(name: str, backend: BackendSpec) -> Callable[[], Measurement]:
+    def with_backend(name: str, backend: BackendSpec, **changes: Any) -> Callable[[], Measurement]:
         def run() -> Measurement:
-            with create_loader(replace(spec, backend=backend)) as loader:
-                return timed(name, lambda: loader)
+            start = time.perf_counter()
+            with create_loader(replace(spec, backend=backend, **changes)) as loader:
+                built = time.perf_counter() - start
+                result = timed(name, lambda: loader)
+            if changes.get("cache"):
+                result.note = f"decoded once in {built:.1f} s before timing"
+            return result
+
+        return run
+
+    def on_shards(name: str, backend: BackendSpec) -> Callable[[], Measurement]:
+        def run() -> Measurement:
+            shards = _packed(cfg, bench.shards)
+            result = with_backend(name, backend, source=shards)()
+            result.note = f"{len(shards.layout.tars)} shards in {bench.shards}"  # type: ignore[union-attr]
+            return result
 
         return run
 
@@ -192,10 +224,15 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
         "dali-gpu": with_backend("dali-gpu", _backend_for(cfg, "dali", "gpu")),
         "synthetic": with_backend("synthetic", _backend_for(cfg, "synthetic", "auto")),
         "decode": lambda: decode_ceiling(source, cores, bench.min_images, bench.repeats),
+        "torch-shards": on_shards("torch-shards", replace(torch_backend, num_workers=workers)),
+        "dali-cpu-shards": on_shards("dali-cpu-shards", _backend_for(cfg, "dali", "cpu")),
+        "dali-gpu-shards": on_shards("dali-gpu-shards", _backend_for(cfg, "dali", "gpu")),
+        "cache-ram": with_backend("cache-ram", torch_backend, cache="ram"),
+        "cache-gpu": with_backend("cache-gpu", replace(torch_backend, device="gpu"), cache="gpu"),
     }
     results: list[Measurement] = []
     for name in tqdm(bench.candidates, desc="bench", unit="loader", disable=None):
-        if name == "dali-gpu" and not cuda:
+        if name in ("dali-gpu", "dali-gpu-shards", "cache-gpu") and not cuda:
             results.append(Measurement(name, note="skipped: no CUDA device"))
             continue
         log.info("measuring %s", name)
@@ -208,6 +245,21 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     print(markdown(report))
     print(f"\nwritten to {out}")
     return report
+
+
+def _packed(cfg: DictConfig, where: str) -> ImageSource:
+    """The train split of the bench's data, packed at ``where`` (packed now if absent)."""
+    from dali_pipes.pack import run_pack
+    from dali_pipes.shards import MANIFEST
+
+    if not (Path(where) / MANIFEST).exists():
+        log.info("packing the data into %s for the *-shards candidates", where)
+        pack_cfg = OmegaConf.create({"data": cfg.data, "out": where, "pack": {}})
+        pack_cfg.pack = OmegaConf.structured(PackSpec)
+        run_pack(pack_cfg)
+    source = open_source(ShardData(root=where), "train")
+    assert isinstance(source, ImageSource)
+    return source
 
 
 def environment() -> dict[str, Any]:

@@ -168,6 +168,7 @@ def loader_spec(
         backend=backend,
         on_error=data.on_error,
         max_pixels=data.max_pixels,
+        cache=data.cache,
     )
 
 

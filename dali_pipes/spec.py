@@ -330,3 +330,4 @@ class LoaderSpec:
     backend: BackendSpec
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
+    cache: str | None = None  # ram | gpu: decode once (dali_pipes.backends.cached)

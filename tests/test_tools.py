@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from dali_pipes import compose_config
 from dali_pipes.bench import run_bench
@@ -56,6 +57,35 @@ def test_bench_measures_every_candidate_and_writes_json(
     assert rows["baseline"]["vs_baseline"] == 1.0
     table = capsys.readouterr().out
     assert "| loader |" in table and "| dali-cpu |" in table
+
+
+def test_bench_compares_folder_shards_and_cache_on_the_same_data(
+    identity_tree: Path, tmp_path: Path
+) -> None:
+    shards = tmp_path / "shards"
+    cfg = compose_config(
+        [
+            "data=folder",
+            f"data.root={identity_tree}",
+            *SMALL,
+            "bench.repeats=1",
+            "bench.warmup_images=4",
+            "bench.min_images=17",
+            "bench.workers=1",
+            "bench.candidates=[dali-cpu,dali-cpu-shards,torch-shards,cache-ram,cache-gpu]",
+            f"bench.shards={shards}",
+            f"bench.out={tmp_path / 'bench.json'}",
+        ],
+        config_name="bench",
+    )
+    rows = {r["name"]: r for r in run_bench(cfg)["results"]}
+    assert (shards / "dataset.json").exists(), "the data was packed for the shard candidates"
+    for name in ("dali-cpu", "dali-cpu-shards", "torch-shards", "cache-ram"):
+        assert rows[name]["images_per_s_median"] > 0, name
+    assert "shards in" in rows["torch-shards"]["note"]
+    assert "decoded once" in rows["cache-ram"]["note"]
+    if not torch.cuda.is_available():
+        assert rows["cache-gpu"]["note"] == "skipped: no CUDA device"
 
 
 @pytest.mark.slow

@@ -35,6 +35,11 @@ def loader_class(name: str) -> type[Loader]:
 
 
 def create_loader(spec: LoaderSpec) -> Loader:
+    """The backend's loader; with ``cache`` set, the decode-once loader on its device."""
+    if spec.cache is not None and spec.backend.name != "synthetic":
+        from dali_pipes.backends.cached import CachedLoader
+
+        return CachedLoader(spec)
     return loader_class(spec.backend.name)(spec)
 
 
