@@ -73,7 +73,8 @@ class StreamSampler(ShardSampler):
 
     layout: ShardLayout | None = None
 
-    def indices(self, epoch: int) -> np.ndarray:
+    def stream(self, epoch: int) -> np.ndarray:
+        """This rank's samples in shard order, before the window shuffle."""
         assert self.layout is not None
         spec, lay = self.spec, self.layout
         shards = np.arange(lay.num_shards)
@@ -85,9 +86,22 @@ class StreamSampler(ShardSampler):
         per = self.num_samples
         total = per * spec.world_size
         order = np.resize(order, total) if total > self.num_items else order[:total]
-        mine = order[spec.rank * per : (spec.rank + 1) * per].astype(np.int64)
-        window = lay.shuffle_buffer
-        if spec.shuffle and window > 1:
+        return order[spec.rank * per : (spec.rank + 1) * per].astype(np.int64)
+
+    @property
+    def window(self) -> int:
+        """Samples are shuffled within runs of this many consecutive ones (1: not at all)."""
+        assert self.layout is not None
+        return (
+            self.layout.shuffle_buffer
+            if self.spec.shuffle and self.layout.shuffle_buffer > 1
+            else 1
+        )
+
+    def indices(self, epoch: int) -> np.ndarray:
+        mine = self.stream(epoch)
+        window, spec = self.window, self.spec
+        if window > 1:
             rng = np.random.default_rng([spec.seed, epoch, spec.rank])
             for start in range(0, len(mine), window):
                 rng.shuffle(mine[start : start + window])

@@ -125,6 +125,30 @@ def test_both_backends_read_shards_in_the_same_order_set_by_seed_and_epoch(packe
     assert sorted(order("torch", 3)) == list(range(N))
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_resuming_a_shard_epoch_part_way_gives_the_rest_of_that_epoch(
+    kind: str, packed: Path
+) -> None:
+    loader = shard_loader(kind, packed, batch_size=2, seed=4)
+    loader.set_epoch(3)
+    whole = [ids(x) for x, _ in loader]
+    loader.set_epoch(3, start_batch=5)
+    assert [ids(x) for x, _ in loader] == whole[5:]
+
+
+def test_the_dali_backend_reads_shards_with_dalis_webdataset_reader(packed: Path) -> None:
+    loader = shard_loader("dali-cpu", packed)
+    assert loader._feed.stream is not None  # white-box: which reader feeds the pipeline
+    for tar in packed.rglob("*.tar"):  # the positioned reader would still work without these
+        tar.with_suffix(".idx").rename(tar.with_suffix(".idx.away"))
+    try:
+        with pytest.raises(RuntimeError, match=r"\.idx"):
+            list(loader)
+    finally:
+        for away in packed.rglob("*.idx.away"):
+            away.rename(away.with_suffix("").with_suffix(".idx"))
+
+
 def test_each_rank_reads_a_contiguous_run_of_shards(packed: Path) -> None:
     *_, layout = open_split(packed, "train", shuffle_buffer=8)
     for world in (2, 3):

@@ -43,10 +43,14 @@ class BadFiles:
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """One epoch of this rank: its number and its batches of sample indices, in order."""
+    """One epoch of this rank: its number and its batches of sample indices, in order.
+
+    ``first``: the epoch's batch number of ``batches[0]`` (non-zero when resuming).
+    """
 
     epoch: int
     batches: list[np.ndarray]
+    first: int = 0
 
 
 class Loader(ABC):
@@ -121,7 +125,7 @@ class Loader(ABC):
         epoch, start = self._next_epoch, self._start_batch
         self._next_epoch, self._start_batch = epoch + 1, 0
         self.bad.epoch_paths = set()
-        return EpochPlan(epoch, self.sampler.batches(epoch, self.spec.batch_size)[start:])
+        return EpochPlan(epoch, self.sampler.batches(epoch, self.spec.batch_size)[start:], start)
 
     @abstractmethod
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:

@@ -31,11 +31,13 @@ import torch
 
 from dali_pipes import geometry
 from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
+from dali_pipes.backends.dali_webdataset import WebdatasetStream
 from dali_pipes.device import resolve_device
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch
+from dali_pipes.sampling import StreamSampler
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import DaliBackend, LoaderSpec
 
@@ -55,13 +57,21 @@ class _Feed:
     file is reported and left out of its batch, and a batch left empty is passed over.
     """
 
-    def __init__(self, spec: LoaderSpec, bad: BadFiles, read_ahead: int, threads: int) -> None:
+    def __init__(
+        self,
+        spec: LoaderSpec,
+        bad: BadFiles,
+        read_ahead: int,
+        threads: int,
+        stream: WebdatasetStream | None = None,
+    ) -> None:
         # Holds what it needs, not the loader: the pipeline holds this callback, and a
         # loader -> pipeline -> callback -> loader cycle would delay freeing them all.
         assert isinstance(spec.source, ImageSource)
         self.spec = spec
         self.bad = bad
         self.source = spec.source
+        self.stream = stream
         self.files = spec.source.files
         self.labels = spec.source.labels
         self.read_ahead = read_ahead
@@ -75,6 +85,8 @@ class _Feed:
         """Feed ``plan`` from batch ``position`` on."""
         self.stop()
         self._plan, self._next = plan, position
+        if self.stream is not None:
+            self.stream.start(plan, position, self.spec.batch_size)
         for k in range(position, min(position + self.read_ahead, len(plan.batches))):
             self._reads.append(self._submit(plan.batches[k]))
 
@@ -82,13 +94,17 @@ class _Feed:
         """Forget the rest of the plan: the next call ends the epoch."""
         for fut in self._reads:
             fut.cancel()
+        for fut in self._reads:  # a read already running finishes before the plan changes
+            if not fut.cancelled():
+                fut.exception()
         self._reads.clear()
         self._plan = EpochPlan(0, [])
         self._next = 0
         self.in_flight.clear()
 
     def _submit(self, batch: np.ndarray) -> Future[list[np.ndarray | DataError]]:
-        return self._pool.submit(self.source.read, batch)
+        read = self.stream.read if self.stream is not None else self.source.read
+        return self._pool.submit(read, batch)
 
     def _next_batch(self) -> tuple[int, np.ndarray, list[np.ndarray], np.ndarray]:
         """The next plan batch with its good files: position, indices, bytes, sizes."""
@@ -176,7 +192,13 @@ class DaliLoader(Loader):
                 "set one of them to false (or roi_decode=null)"
             )
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
-        self._feed = _Feed(spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)))
+        stream = None
+        if spec.source.layout is not None:  # a packed dataset: DALI's webdataset reader
+            assert isinstance(self.sampler, StreamSampler)
+            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.sampler)
+        self._feed = _Feed(
+            spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)), stream=stream
+        )
         self._pipe: Any = None
         self._active: Generator[Batch, None, None] | None = None
 
