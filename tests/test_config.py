@@ -141,3 +141,13 @@ def test_dali_iterator_skips_bad_files_when_asked(identity_tree: Path, tmp_path:
     )
     assert sum(len(labels) for _, labels in loader) == 17
     assert list(loader.bad_files) == [str(root / "ant" / "broken.jpg")]
+
+
+@pytest.mark.parametrize("tool", ["train", "bench", "doctor", "scan", "pack"])
+@pytest.mark.parametrize("data", ["sample", "folder", "imagenet", "shards", "synthetic"])
+def test_every_tool_composes_with_every_data_config(tool: str, data: str) -> None:
+    cfg = compose_config(
+        [f"data={data}", "out=/tmp/unused"] if tool == "pack" else [f"data={data}"],
+        config_name=tool,
+    )
+    assert cfg.data.name == data

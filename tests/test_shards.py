@@ -309,3 +309,22 @@ def test_pack_refuses_a_directory_it_did_not_write(identity_tree: Path, tmp_path
 def test_reading_a_folder_that_is_not_a_pack_says_how_to_pack_it(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"python -m dali_pipes\.pack"):
         compose_and_build(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_sample_set_packs_into_train_and_val_and_reads_back_like_the_folder(
+    kind: str, tmp_path: Path
+) -> None:
+    small = ["data.train_per_class=10", "data.val_per_class=4"]
+    run_pack(compose_config(["data=sample", *small, f"out={tmp_path}"], config_name="pack"))
+    assert {p.name for p in tmp_path.iterdir() if p.is_dir()} == {"train", "val"}
+    backend, _, _ = kind.partition("-")
+    common = [f"backend={backend}", "backend.device=cpu", "data.batch_size=8"]
+    folder = compose_config(["data=sample", *small, *common])
+    shards = compose_config(["data=shards", f"data.root={tmp_path}", *common])
+    for split in ("train", "val"):
+        with build_loader(folder, split) as a, build_loader(shards, split) as b:
+            assert a.classes == b.classes
+            labels_a = sorted(int(v) for _, y in a for v in y)
+            labels_b = sorted(int(v) for _, y in b for v in y)
+        assert labels_a == labels_b and len(labels_a) == 6 * (10 if split == "train" else 4)
