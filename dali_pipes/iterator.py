@@ -125,4 +125,10 @@ class DALIIterator(DaliLoader):
                 "DALIIterator.from_config needs backend=dali, got "
                 f"backend={cfg.backend.get('name')!r}; use dali_pipes.build_loader for others"
             )
-        return DaliLoader(loader_spec(cfg, split, rank=rank, world_size=world_size))
+        spec = loader_spec(cfg, split, rank=rank, world_size=world_size)
+        if spec.cache is not None:
+            raise ConfigError(
+                f"data.cache={spec.cache} replaces the DALI pipeline with the decode-once "
+                "loader; use dali_pipes.build_loader(cfg) for it"
+            )
+        return DaliLoader(spec)

@@ -129,3 +129,11 @@ def test_gpu_cache_matches_the_ram_cache(photos: Path) -> None:
     assert a[0].is_cuda and torch.equal(a[1].cpu(), b[1].cpu())
     diff = (a[0].float() - b[0].float()).abs() * 255 * 0.229  # roughly grey levels
     assert diff.mean() < 1.0  # only the crop's edge lines differ (no edge fix on the GPU)
+
+
+def test_dali_iterator_from_config_refuses_a_cache_it_would_ignore(identity_tree: Path) -> None:
+    from dali_pipes import DALIIterator
+
+    cfg = compose_config(["data=folder", f"data.root={identity_tree}", "data.cache=ram"])
+    with pytest.raises(ConfigError, match=r"build_loader"):
+        DALIIterator.from_config(cfg)
