@@ -4,7 +4,7 @@ Pipeline, per batch::
 
     external_source (encoded bytes, label, crop window, resize ROI, flip)   <- Python feed
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
-      decoders.image + slice   decode whole, then crop (the GPU default, see DaliBackend)
+      decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
     resize                antialiased linear, ROI -> output size
     crop_mirror_normalize flip + (x - mean) / std + dtype + layout, fused
 
@@ -13,7 +13,9 @@ DistributedSampler-equivalent one (:mod:`dali_pipes.sampling`) and the crop wind
 from :mod:`dali_pipes.geometry`, so ``set_epoch``, sharding and padding behave exactly as in
 the torch backend, and the two backends compute the same geometry. File reads happen on a
 small thread pool a few batches ahead; each image's size is read from its header first, so
-a file that is not an image is reported by path before DALI sees it.
+a file that is not an image is reported by path before DALI sees it. A packed dataset
+(``data=shards``) is read by DALI's webdataset reader in the same planned order
+(:mod:`dali_pipes.backends.dali_webdataset`).
 
 With ``device=cpu`` the pipeline is built with ``device_id=None`` and has no GPU operator.
 """
@@ -155,6 +157,8 @@ class _Feed:
 
     def close(self) -> None:
         self.stop()
+        if self.stream is not None:
+            self.stream.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
