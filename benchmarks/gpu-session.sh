@@ -2,7 +2,8 @@
 # The GPU measurements recorded in benchmarks/RESULTS.md, in one script, so a session with a
 # lent GPU machine repeats them exactly. Run from the project root on the GPU machine after
 # ../shared/gpu/README.md's steps (DALI unpacked in /tmp/site):
-#   OUT=<dir> PHOTOS=<photos dir> bash benchmarks/gpu-session.sh [setup] [tests] [bench] [doctor] [doctor-variants]
+#   OUT=<dir> PHOTOS=<photos dir> bash benchmarks/gpu-session.sh [setup] [tests] [bench] [doctor]
+#     [doctor-variants] [bench-shards]
 # Without stage names it runs them all. Logs and JSON go to $OUT.
 set -uo pipefail
 OUT=${OUT:-outputs/gpu}
@@ -48,6 +49,13 @@ for stage in $stages; do
     doctor)
       python3 -m dali_pipes.doctor data=folder "data.root=$BIG" "data.batch_size=$BATCH" model=resnet50 \
         trainer=imagenet "doctor.out_dir=$OUT/doctor" 2>&1 | tee "$OUT/doctor.log" | tail -25 ;;
+    bench-shards)
+      # issue 6 on the GPU: folder vs shards vs decode-once caches (not yet run on a GPU)
+      python3 -m dali_pipes.pack data=folder "data.root=$BIG" "out=/tmp/shards-x$COPIES" pack.shard_size_mb=64
+      python3 -m dali_pipes.bench data=folder "data.root=$BIG" "data.batch_size=$BATCH" bench.min_images=4096 \
+        bench.warmup_images=512 "bench.shards=/tmp/shards-x$COPIES" \
+        "bench.candidates=[baseline,dali-cpu,dali-cpu-shards,dali-gpu,dali-gpu-shards,cache-ram,cache-gpu]" \
+        "bench.out=$OUT/bench-gpu-shards-cache.json" 2>&1 | tee "$OUT/bench-shards.log" | grep "^|" ;;
     doctor-variants)
       # the same training step fed by the fastest DALI variant of the bench, and by the torch backend
       for variant in backend.roi_decode=true,backend.fancy_upsampling=false backend=torch; do
@@ -55,6 +63,6 @@ for stage in $stages; do
           trainer=imagenet doctor.tune=false $(echo "$variant" | tr ',' '\n') \
           "doctor.out_dir=$OUT/doctor-${variant//[=,.]/-}" 2>&1 | tail -4 | sed "s/^/$variant /"
       done ;;
-    *) echo "unknown stage $stage (setup, tests, bench, doctor, doctor-variants)"; exit 2 ;;
+    *) echo "unknown stage $stage (setup, tests, bench, doctor, doctor-variants, bench-shards)"; exit 2 ;;
   esac
 done
