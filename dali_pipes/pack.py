@@ -145,22 +145,17 @@ def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
 
 def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
     path = source.files[i]
-    label = int(source.labels[i])
+    blob = source.read([i])[0]
     try:
-        blob = np.fromfile(path, dtype=np.uint8)
+        if isinstance(blob, DataError):
+            raise blob
         image_size(blob, path, data.max_pixels)
-    except OSError as exc:
-        error = DataError(f"{path}: cannot read the file ({exc.strerror or exc})")
-        if data.on_error != "skip":
-            raise error from None
-        log.warning("skipping %s", error)
-        return None
     except DataError as exc:
         if data.on_error != "skip":
             raise
         log.warning("skipping %s", exc)
         return None
-    return ShardSample(f"s{i:09d}", image_ext(path), blob.tobytes(), label, path)
+    return ShardSample(f"s{i:09d}", image_ext(path), blob.tobytes(), int(source.labels[i]), path)
 
 
 def run_pack(cfg: DictConfig) -> dict[str, Any]:

@@ -254,18 +254,18 @@ def compose_and_build(out: Path) -> Any:
 def test_a_pack_killed_with_sigkill_resumes_to_the_same_shards(
     photos: Path, tmp_path: Path
 ) -> None:
-    args = ["data=folder", f"data.root={photos}", "pack.shard_size_mb=0.3"]
-    clean = subprocess.run(
-        [sys.executable, "-m", "dali_pipes.pack", *args, f"out={tmp_path / 'clean'}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command = [sys.executable, "-m", "dali_pipes.pack", "data=folder", f"data.root={photos}"]
+    command.append("pack.shard_size_mb=0.3")
+
+    def pack_cli(out: Path) -> subprocess.CompletedProcess[str]:
+        run = [*command, f"out={out}"]
+        return subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    clean = pack_cli(tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr[-2000:]
     out = tmp_path / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dali_pipes.pack", *args, f"out={out}"],
+        [*command, f"out={out}"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -276,13 +276,7 @@ def test_a_pack_killed_with_sigkill_resumes_to_the_same_shards(
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (out / "dataset.json").exists(), "killed before it finished"
-    resumed = subprocess.run(
-        [sys.executable, "-m", "dali_pipes.pack", *args, f"out={out}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    resumed = pack_cli(out)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resumed:" in resumed.stderr
     assert tars(out) == tars(tmp_path / "clean")

@@ -27,7 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes import geometry
 from dali_pipes.backends.base import EpochPlan, Loader
@@ -163,10 +162,17 @@ class CachedLoader(Loader):
             resize = (int(g.resize[j, 0]), int(g.resize[j, 1]))
             crop = (int(g.crop[j, 0]), int(g.crop[j, 1]))
             flip = bool(g.flip[j])
-            if image.is_cuda:
-                out.append(_on_gpu(image, window, resize, crop, g.out, flip))
-            else:
-                out.append(apply_geometry(image, window, resize, crop, g.out, flip))  # type: ignore[arg-type]
+            out.append(
+                apply_geometry(
+                    image,
+                    window,  # type: ignore[arg-type]
+                    resize,
+                    crop,
+                    g.out,
+                    flip,
+                    exact_edges=not image.is_cuda,  # the edge fix is NumPy: host images only
+                )
+            )
         labels = torch.as_tensor(spec.source.labels[keep], dtype=torch.int64)
         images_out = torch.stack(out)
         if images_out.is_cuda:  # made on this thread's stream; the consumer uses another
@@ -176,20 +182,3 @@ class CachedLoader(Loader):
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.images = []
-
-
-def _on_gpu(
-    image: torch.Tensor,
-    window: tuple[int, ...],
-    resize: tuple[int, int],
-    crop: tuple[int, int],
-    out: tuple[int, int],
-    flip: bool,
-) -> torch.Tensor:
-    x, y, w, h = window
-    region = image[:, y : y + h, x : x + w]
-    resized = F.resize(
-        region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
-    )
-    result = resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]]
-    return F.horizontal_flip(result) if flip else result
