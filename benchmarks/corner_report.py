@@ -42,8 +42,8 @@ def main(corner: Path) -> None:
                 "backend.device=cpu",
                 "data.on_error=skip",
                 "data.batch_size=16",
-                "augment.val.resize=36",
-                "augment.val.crop=32",
+                "augment.val.crop.resize=36",
+                "augment.val.crop.size=32",
             ]
         )
         loader = build_loader(cfg, "val")

@@ -2,7 +2,8 @@
 
 On the same files (the train split of any data config) and the same training augmentation,
 it measures: the baseline a user would otherwise write (torchvision ``ImageFolder`` + PIL +
-``DataLoader`` with one worker per core, pinned memory, persistent workers), the torch
+the same op list as torchvision v2 transforms + ``DataLoader`` with one worker per core,
+pinned memory, persistent workers), the torch
 backend, DALI on the CPU, DALI on the GPU (when there is one), the synthetic ceiling, and
 the machine's JPEG decode ceiling (full decodes per second on all cores). Each gets the
 median and range of images/s over repeats (warm-up excluded), its ratio to the baseline,
@@ -94,18 +95,24 @@ class BenchSpec:
 def _baseline(
     source: ImageSource, augment: AugmentSpec, batch: int, workers: int, cuda: bool
 ) -> Callable[[], Iterable[Any]]:
-    """What users write without dali_pipes: ImageFolder + PIL + torchvision transforms."""
+    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
+    as torchvision v2 transforms (each op's ``torchvision()``)."""
     from torch.utils.data import DataLoader
-    from torchvision import datasets, transforms
+    from torchvision import datasets
+    from torchvision.transforms import v2
 
-    transform = transforms.Compose(
+    try:
+        steps = augment.pipeline(True).torchvision()
+    except NotImplementedError as exc:
+        raise DaliPipesError(
+            f"bench baseline: {exc}; leave baseline out of bench.candidates"
+        ) from None
+    transform = v2.Compose(
         [
-            transforms.RandomResizedCrop(
-                augment.train.size, augment.train.scale, augment.train.ratio
-            ),
-            transforms.RandomHorizontalFlip(augment.train.flip_prob),
-            transforms.ToTensor(),
-            transforms.Normalize(augment.mean, augment.std),
+            *steps,
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(augment.mean, augment.std),
         ]
     )
     dataset = datasets.ImageFolder(source.root, transform=transform)

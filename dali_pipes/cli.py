@@ -15,7 +15,7 @@ from collections.abc import Callable
 import hydra
 from omegaconf import DictConfig
 
-from dali_pipes.config import config_dir, register_configs
+from dali_pipes.config import check_augment, config_dir, register_configs
 from dali_pipes.errors import DaliPipesError
 
 
@@ -26,6 +26,7 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
     @hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
     def _main(cfg: DictConfig) -> None:
         try:
+            check_augment(cfg)
             task(cfg)
         except DaliPipesError as exc:
             print(f"dali_pipes: error: {exc}", file=sys.stderr)

@@ -100,13 +100,31 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "train") ->
     register_configs()
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            return compose(config_name=config_name, overrides=list(overrides))
+            cfg = compose(config_name=config_name, overrides=list(overrides))
     except OmegaConfBaseException as exc:
         raise ConfigError(_one_line(exc)) from None
     except Exception as exc:  # Hydra's composition errors carry the useful text
         if type(exc).__module__.startswith("hydra"):
             raise ConfigError(_one_line(exc)) from None
         raise
+    check_augment(cfg)
+    return cfg
+
+
+def check_augment(cfg: DictConfig) -> None:
+    """Validate the augment node now, so an unknown op, an unknown parameter or a value out
+    of range fails at composition, before data or models are touched."""
+    if "augment" in cfg:
+        to_spec(cfg.augment, AugmentSpec)
+
+
+def augment_preset(name: str) -> AugmentSpec:
+    """The ``conf/augment/<name>.yaml`` preset as a spec (for use without Hydra)."""
+    register_configs()
+    presets = sorted(p.stem for p in (config_dir() / "augment").glob("*.yaml"))
+    if name not in presets:
+        raise ConfigError(f"augment={name!r} is unknown: choose one of {', '.join(presets)}")
+    return to_spec(compose_config([f"augment={name}"]).augment, AugmentSpec)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -8,6 +8,8 @@ stack trace; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DaliPipesError(Exception):
     """Base class: a problem the user can act on, described in one line."""
@@ -23,3 +25,9 @@ class DataError(DaliPipesError):
 
 class DeviceError(DaliPipesError):
     """The requested device (for example a GPU) is not available on this machine."""
+
+
+def require(ok: bool, key: str, value: Any, need: str) -> None:
+    """Raise a one-line :class:`ConfigError` naming ``key=value`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is invalid: {need}")

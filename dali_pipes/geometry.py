@@ -1,17 +1,13 @@
-"""Per-sample geometry, computed once in Python and given to every backend.
+"""Per-sample geometry of the decode-fused crop, computed once in NumPy for every backend.
 
 Both backends realise an image as: decode ``window`` (x, y, w, h) of the source, resize
-that window to ``resize`` (nh, nw), take the ``out``-sized crop at ``crop`` (top, left) and
-mirror it when ``flip``. Training uses torchvision's ``RandomResizedCrop`` algorithm (the
-window is the random crop, resized straight to the output); evaluation uses ``Resize`` of
-the shorter side + ``CenterCrop`` (the window is the whole image). Because the numbers come
-from here, the two backends cannot disagree on geometry; only resampling arithmetic may
-differ.
-
-Randomness is counter-based: every draw is a hash of (seed, epoch, sample index, draw
-number), so a sample's crop and flip do not depend on the batch size, the world size, the
-number of workers or what ran before. That is what makes ``set_epoch`` reproducible and
-lets a resumed run see exactly the augmentation it would have seen.
+that window to ``resize`` (nh, nw) and take the ``out``-sized crop at ``crop`` (top,
+left). Training's random-resized-crop uses torchvision's ``RandomResizedCrop`` algorithm
+(the window is the random crop, resized straight to the output); resize + centre crop is
+torchvision's ``Resize`` of the shorter side + ``CenterCrop`` (the window is the whole
+image). Because the numbers come from here, the backends cannot disagree on geometry; only
+resampling arithmetic may differ. The crop ops (:mod:`dali_pipes.augment.crop`) call these
+with their uniform draws from :mod:`dali_pipes.draws`.
 """
 
 from __future__ import annotations
@@ -19,12 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-from dali_pipes.spec import AugmentSpec, EvalAugment, TrainAugment
-
-_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 times before its fallback
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 times before its fallback
 
 
 @dataclass(frozen=True)
@@ -35,7 +27,6 @@ class Geometry:
     resize: np.ndarray  # [B, 2] int64: nh, nw the window is resized to
     crop: np.ndarray  # [B, 2] int64: top, left of the output inside the resized window
     out: tuple[int, int]  # oh, ow
-    flip: np.ndarray  # [B] bool
 
     def roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The output region in window pixels, (y, x) order: DALI ``fn.resize`` ROI."""
@@ -44,22 +35,14 @@ class Geometry:
         end = (self.crop + np.asarray(self.out)) * scale
         return start.astype(np.float32), end.astype(np.float32)
 
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a bijective 64-bit hash with good avalanche."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def uniforms(seed: int, epoch: int, ids: np.ndarray, n: int) -> np.ndarray:
-    """``[len(ids), n]`` floats in [0, 1): draw k of sample i = hash(seed, epoch, i, k)."""
-    with np.errstate(over="ignore"):
-        key = _mix(np.array([seed], dtype=np.uint64) * _GOLDEN + np.uint64(1))
-        key = _mix(key ^ (np.array([epoch], dtype=np.uint64) * _GOLDEN + np.uint64(2)))
-        per = _mix(key ^ (np.asarray(ids, dtype=np.uint64) * _GOLDEN))[:, None]
-        bits = _mix(per + np.arange(1, n + 1, dtype=np.uint64) * _GOLDEN)
-    return (bits >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+    def row(self, j: int) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple[int, int]]:
+        """Sample ``j``'s window, resize and crop as plain ints (for the torch realisation)."""
+        x, y, w, h = (int(v) for v in self.window[j])
+        return (
+            (x, y, w, h),
+            (int(self.resize[j, 0]), int(self.resize[j, 1])),
+            (int(self.crop[j, 0]), int(self.crop[j, 1])),
+        )
 
 
 def random_resized_crop(
@@ -106,42 +89,30 @@ def resize_shorter(sizes: np.ndarray, size: int) -> np.ndarray:
     return np.stack([nh, nw], axis=-1).astype(np.int64)
 
 
-def plan_train(
-    aug: TrainAugment, sizes: np.ndarray, ids: np.ndarray, seed: int, epoch: int
+def plan_random_resized_crop(
+    sizes: np.ndarray,
+    u: np.ndarray,
+    size: int,
+    scale: tuple[float, float],
+    ratio: tuple[float, float],
 ) -> Geometry:
-    u = uniforms(seed, epoch, ids, _ATTEMPTS * 4 + 1)
-    window = random_resized_crop(sizes, u[:, :-1].reshape(-1, _ATTEMPTS, 4), aug.scale, aug.ratio)
+    """``RandomResizedCrop(size, scale, ratio)``: ``u`` holds ``4 * ATTEMPTS`` draws."""
+    window = random_resized_crop(sizes, u.reshape(-1, ATTEMPTS, 4), scale, ratio)
     n = len(sizes)
     return Geometry(
         window=window,
-        resize=np.full((n, 2), aug.size, dtype=np.int64),
+        resize=np.full((n, 2), size, dtype=np.int64),
         crop=np.zeros((n, 2), dtype=np.int64),
-        out=(aug.size, aug.size),
-        flip=u[:, -1] < aug.flip_prob,
+        out=(size, size),
     )
 
 
-def plan_eval(aug: EvalAugment, sizes: np.ndarray) -> Geometry:
-    resized = resize_shorter(sizes, aug.resize)
-    crop = np.rint((resized - aug.crop) / 2.0).astype(np.int64)  # CenterCrop's rounding
+def plan_resize_center_crop(sizes: np.ndarray, resize: int, size: int) -> Geometry:
+    """``Resize(resize)`` (shorter side) then ``CenterCrop(size)``."""
+    resized = resize_shorter(sizes, resize)
+    crop = np.rint((resized - size) / 2.0).astype(np.int64)  # CenterCrop's rounding
     n = len(sizes)
     window = np.zeros((n, 4), dtype=np.int64)
     window[:, 2] = sizes[:, 1]
     window[:, 3] = sizes[:, 0]
-    return Geometry(
-        window=window,
-        resize=resized,
-        crop=crop,
-        out=(aug.crop, aug.crop),
-        flip=np.zeros(n, dtype=bool),
-    )
-
-
-def plan(
-    aug: AugmentSpec, train: bool, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int
-) -> Geometry:
-    """Geometry for images of ``sizes`` ([B, 2] height, width) with sample ids ``ids``."""
-    hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
-    if train:
-        return plan_train(aug.train, hw, np.asarray(ids), seed, epoch)
-    return plan_eval(aug.val, hw)
+    return Geometry(window=window, resize=resized, crop=crop, out=(size, size))

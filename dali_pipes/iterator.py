@@ -15,11 +15,13 @@ Keyword defaults are the config defaults (they are read from the same dataclasse
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from omegaconf import DictConfig
 
 from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.config import loader_spec
+from dali_pipes.config import augment_preset, loader_spec
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError
 from dali_pipes.sources import discover_folder
@@ -27,22 +29,25 @@ from dali_pipes.spec import (
     AugmentSpec,
     DaliBackend,
     DataSpec,
-    EvalAugment,
     LoaderSpec,
     SamplingSpec,
-    TrainAugment,
+    SplitAugment,
 )
-
-_AUG = AugmentSpec()
 
 
 class DALIIterator(DaliLoader):
     """A DALI loader over an ImageFolder tree with the DataLoader batch contract.
 
-    ``root`` holds ``<class>/<image>`` folders. ``train=True`` applies random-resized-crop
-    + flip at ``image_size`` and shuffles; ``train=False`` resizes the shorter side to
-    ``resize_size`` and centre-crops ``image_size``, in order. ``device`` is ``auto``
-    (GPU when usable), ``gpu`` or ``cpu``. ``rank``/``world_size`` default to torchrun's.
+    ``root`` holds ``<class>/<image>`` folders. ``augment`` is a preset name
+    (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``), a list of training ops
+    after the crop (``[{"op": "hflip"}, {"op": "randaugment", "magnitude": 9}]`` or op
+    objects), or an :class:`~dali_pipes.spec.AugmentSpec`; None is the ImageNet recipe.
+    ``train=True`` applies the training split of it and shuffles; ``train=False`` the
+    evaluation split (resize the shorter side to ``resize_size``, centre-crop
+    ``image_size``), in order. ``image_size``, ``resize_size``, ``scale``, ``ratio`` and
+    ``flip_prob`` change those parameters of the crops and the flip (None keeps the
+    preset's). ``device`` is ``auto`` (GPU when usable), ``gpu`` or ``cpu``.
+    ``rank``/``world_size`` default to torchrun's.
     """
 
     def __init__(
@@ -52,15 +57,16 @@ class DALIIterator(DaliLoader):
         batch_size: int = DataSpec.batch_size,
         train: bool = True,
         device: str = DaliBackend.device,
-        image_size: int = TrainAugment.size,
-        resize_size: int = EvalAugment.resize,
-        scale: tuple[float, float] = TrainAugment.scale,
-        ratio: tuple[float, float] = TrainAugment.ratio,
-        flip_prob: float = TrainAugment.flip_prob,
-        mean: tuple[float, float, float] = _AUG.mean,
-        std: tuple[float, float, float] = _AUG.std,
-        dtype: str = _AUG.dtype,
-        channels_last: bool = _AUG.channels_last,
+        augment: str | Sequence[Any] | AugmentSpec | None = None,
+        image_size: int | None = None,
+        resize_size: int | None = None,
+        scale: tuple[float, float] | None = None,
+        ratio: tuple[float, float] | None = None,
+        flip_prob: float | None = None,
+        mean: tuple[float, float, float] | None = None,
+        std: tuple[float, float, float] | None = None,
+        dtype: str | None = None,
+        channels_last: bool | None = None,
         drop_last: bool = DataSpec.drop_last,
         shuffle: bool | None = None,
         seed: int = SamplingSpec.seed,
@@ -74,9 +80,13 @@ class DALIIterator(DaliLoader):
         world_size: int | None = None,
     ) -> None:
         where = placement()
-        augment = AugmentSpec(
-            train=TrainAugment(size=image_size, scale=scale, ratio=ratio, flip_prob=flip_prob),
-            val=EvalAugment(resize=resize_size, crop=image_size),
+        spec = augment_spec(
+            augment,
+            image_size=image_size,
+            resize_size=resize_size,
+            scale=scale,
+            ratio=ratio,
+            flip_prob=flip_prob,
             mean=mean,
             std=std,
             dtype=dtype,
@@ -102,7 +112,7 @@ class DALIIterator(DaliLoader):
                 source=discover_folder(root, on_error=on_error, exclude=exclude),
                 train=train,
                 batch_size=batch_size,
-                augment=augment,
+                augment=spec,
                 sampling=sampling,
                 backend=backend,
                 on_error=on_error,
@@ -132,3 +142,46 @@ class DALIIterator(DaliLoader):
                 "loader; use dali_pipes.build_loader(cfg) for it"
             )
         return DaliLoader(spec)
+
+
+def augment_spec(
+    augment: str | Sequence[Any] | AugmentSpec | None = None, **changes: Any
+) -> AugmentSpec:
+    """An :class:`AugmentSpec` from a preset name, a list of training ops or a spec, with
+    :class:`DALIIterator`'s keyword changes applied (None leaves a value as it is)."""
+    if isinstance(augment, AugmentSpec):
+        base = augment
+    elif isinstance(augment, str):
+        base = augment_preset(augment)
+    elif augment is None:
+        base = AugmentSpec()
+    else:
+        base = AugmentSpec(train=SplitAugment(ops=list(augment)))
+    train_crop, val_crop = dict(base.train.crop), dict(base.val.crop)
+    train_ops = {label: dict(params) for label, params in base.train.ops.items()}
+    if changes.get("image_size") is not None:
+        train_crop["size"] = val_crop["size"] = changes["image_size"]
+    if changes.get("resize_size") is not None:
+        val_crop["resize"] = changes["resize_size"]
+    for key in ("scale", "ratio"):
+        if changes.get(key) is not None:
+            train_crop[key] = changes[key]
+    if changes.get("flip_prob") is not None:
+        flips = [label for label, params in train_ops.items() if params["op"] == "hflip"]
+        if not flips:
+            raise ConfigError(
+                f"flip_prob={changes['flip_prob']!r} is invalid: the training ops have no "
+                "hflip; add {'op': 'hflip', 'p': ...} to augment instead"
+            )
+        for label in flips:
+            train_ops[label]["p"] = changes["flip_prob"]
+    kept = {
+        key: changes[key] if changes.get(key) is not None else getattr(base, key)
+        for key in ("mean", "std", "dtype", "channels_last")
+    }
+    return AugmentSpec(
+        train=SplitAugment(crop=train_crop, ops=train_ops),
+        val=SplitAugment(crop=val_crop, ops=base.val.ops),
+        imports=base.imports,
+        **kept,
+    )

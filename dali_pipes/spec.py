@@ -4,17 +4,20 @@ The dataclasses here are both the typed Hydra schemas (YAML keys equal the field
 see :mod:`dali_pipes.config`) and the frozen specs the backends consume, so a default
 lives in exactly one place and a plain-Python user (``DALIIterator(...)``) gets the same
 defaults as ``python -m dali_pipes.train``. ``__post_init__`` checks ranges and turns
-lists that OmegaConf produces back into tuples, so a spec is hashable and immutable.
+lists that OmegaConf produces back into tuples. The augmentation ops are parsed and
+validated by :mod:`dali_pipes.augment` (their schemas live with the ops).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dali_pipes.errors import ConfigError
+from dali_pipes.errors import ConfigError, require
 
 if TYPE_CHECKING:
+    from dali_pipes.augment import Pipeline
     from dali_pipes.sources import Source
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -22,19 +25,6 @@ DEVICES = ("auto", "gpu", "cpu")
 ON_ERROR = ("raise", "skip")
 CACHES = (None, "ram", "gpu")
 DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
-
-
-def require(ok: bool, key: str, value: Any, need: str) -> None:
-    """Raise a one-line :class:`ConfigError` naming ``key=value`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"{key}={value!r} is invalid: {need}")
-
-
-def _pair(obj: Any, name: str, key: str) -> tuple[float, float]:
-    value = tuple(float(v) for v in getattr(obj, name))
-    require(len(value) == 2, key, value, "expected two numbers [low, high]")
-    object.__setattr__(obj, name, value)
-    return value  # type: ignore[return-value]
 
 
 def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
@@ -48,62 +38,72 @@ def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True)
-class TrainAugment:
-    """Random-resized-crop + horizontal flip, torchvision's ``RandomResizedCrop`` semantics."""
+class SplitAugment:
+    """One split's augmentation, as configured: the decode-fused ``crop`` (its parameters,
+    ``op`` naming it), then ``ops`` applied in the listed order (name -> parameters;
+    ``null`` disables one; an ``op`` key names the op when the name is only a label).
 
-    size: int = 224
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)
-    flip_prob: float = 0.5
+    Turned into a :class:`~dali_pipes.augment.Pipeline` by :class:`AugmentSpec`, which
+    knows the split's key for error messages.
+    """
 
-    def __post_init__(self) -> None:
-        require(self.size >= 1, "augment.train.size", self.size, "must be >= 1")
-        lo, hi = _pair(self, "scale", "augment.train.scale")
-        require(0 < lo <= hi <= 1, "augment.train.scale", self.scale, "need 0 < low <= high <= 1")
-        lo, hi = _pair(self, "ratio", "augment.train.ratio")
-        require(0 < lo <= hi, "augment.train.ratio", self.ratio, "need 0 < low <= high")
-        require(
-            0.0 <= self.flip_prob <= 1.0, "augment.train.flip_prob", self.flip_prob, "need 0..1"
-        )
+    crop: Any = field(default_factory=lambda: {"op": "random_resized_crop"})
+    ops: Any = field(default_factory=lambda: {"hflip": {"p": 0.5}})
 
 
-@dataclass(frozen=True)
-class EvalAugment:
-    """Resize the shorter side, then centre-crop (torchvision ``Resize`` + ``CenterCrop``)."""
-
-    resize: int = 256
-    crop: int = 224
-
-    def __post_init__(self) -> None:
-        require(self.crop >= 1, "augment.val.crop", self.crop, "must be >= 1")
-        require(
-            self.resize >= self.crop,
-            "augment.val.resize",
-            self.resize,
-            f"must be >= augment.val.crop ({self.crop}) so the centre crop fits",
-        )
+def _default_val() -> SplitAugment:
+    return SplitAugment(crop={"op": "resize_center_crop"}, ops={})
 
 
 @dataclass(frozen=True)
 class AugmentSpec:
-    """What both backends do to every image, and the output format of a batch."""
+    """What every backend does to every image, and the output format of a batch.
 
-    train: TrainAugment = field(default_factory=TrainAugment)
-    val: EvalAugment = field(default_factory=EvalAugment)
+    ``imports``: modules imported before the ops are looked up, so ops a user registers in
+    their own code (``@dali_pipes.augment.register_op``) can be named in the config.
+    """
+
+    train: SplitAugment = field(default_factory=SplitAugment)
+    val: SplitAugment = field(default_factory=_default_val)
     # On the 0-1 scale, like torchvision's Normalize; backends multiply by 255.
     mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
     channels_last: bool = False
+    imports: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _triple(self, "mean", "augment.mean")
         std = _triple(self, "std", "augment.std")
         require(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
         require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+        object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
+        for module in self.imports:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(
+                    f"augment.imports: cannot import {module!r} ({exc}); "
+                    "check the module is on PYTHONPATH"
+                ) from None
+        from dali_pipes.augment import parse_pipeline
+
+        pipelines = {
+            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}")
+            for split, aug in (("train", self.train), ("val", self.val))
+        }
+        object.__setattr__(self, "_pipelines", pipelines)
+        # Keep the canonical form (every parameter given), so equal pipelines compare equal.
+        for split, pipeline in pipelines.items():
+            crop, ops = pipeline.config()
+            object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops))
+
+    def pipeline(self, train: bool) -> Pipeline:
+        """The split's crop and ops, validated."""
+        return self._pipelines["train" if train else "val"]  # type: ignore[attr-defined]
 
     def out_size(self, train: bool) -> int:
-        return self.train.size if train else self.val.crop
+        return self.pipeline(train).crop.size
 
 
 # --------------------------------------------------------------------------- data

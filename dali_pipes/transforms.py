@@ -1,7 +1,7 @@
 """The torch realisation of a :class:`~dali_pipes.geometry.Geometry` row.
 
-torchvision does the work (``transforms.v2.functional`` crop, antialiased bilinear resize,
-flip). One detail is added so the torch backend and DALI agree pixel for pixel up to
+torchvision does the work (``transforms.v2.functional`` crop, antialiased bilinear
+resize). One detail is added so the torch backend and DALI agree pixel for pixel up to
 rounding: at the edges of the resized window, DALI's resampling filter clamps to the edge
 pixel while torchvision drops the taps that fall outside and renormalises the rest. The two
 differ only on output lines whose filter reaches past the window (the first and last row
@@ -104,7 +104,6 @@ def apply_geometry(
     resize: tuple[int, int],
     crop: tuple[int, int],
     out: tuple[int, int],
-    flip: bool,
     exact_edges: bool = True,
 ) -> torch.Tensor:
     """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample.
@@ -117,14 +116,11 @@ def apply_geometry(
     if exact_edges and resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
         # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
         # compute just the output pixels instead, with the same (DALI) filter.
-        result = _resample_direct(region, resize, crop, out)
-        return F.horizontal_flip(result) if flip else result
+        return _resample_direct(region, resize, crop, out)
     resized = F.resize(
         region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
     )
     result = resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]]
     if exact_edges:
         result = _fix_edges(result, region, resize, crop)
-    if flip:
-        result = F.horizontal_flip(result)
     return result.contiguous()

@@ -26,7 +26,7 @@ cfg = compose_config(
         "data.batch_size=2",
         f"backend={backend}",
         "backend.device=cpu",
-        "augment.train.size=16",
+        "augment.train.crop.size=16",
         *(["backend.num_workers=0"] if backend == "torch" else []),
     ]
 )

@@ -23,7 +23,7 @@ def loader(root: Path, *extra: str, split: str = "train", **kw: Any) -> Any:
         f"data.root={root}",
         "data.batch_size=4",
         "seed=2",
-        f"augment.train.size={SIZE}",
+        f"augment.train.crop.size={SIZE}",
         "backend.device=cpu",
         *extra,
     ]
@@ -50,7 +50,7 @@ def test_ram_cache_gives_exactly_the_torch_backends_batches(
 
 
 def test_ram_cache_matches_the_torch_backend_on_real_photos(photos: Path) -> None:
-    common = ["data.batch_size=32", "augment.train.size=224"]
+    common = ["data.batch_size=32", "augment.train.crop.size=224"]
     with (
         loader(photos, *common, "data.cache=ram") as cache,
         loader(photos, *common, "backend=torch", "backend.num_workers=2") as ref,
@@ -86,7 +86,7 @@ def test_a_packed_dataset_can_be_cached(identity_tree: Path, tmp_path: Path) -> 
         "data=shards",
         f"data.root={tmp_path}",
         "data.cache=ram",
-        f"augment.train.size={SIZE}",
+        f"augment.train.crop.size={SIZE}",
         "backend.device=cpu",
     ]
     with build_loader(compose_config(overrides), "train") as cache:
@@ -121,7 +121,7 @@ def test_a_gpu_cache_without_a_gpu_is_a_clear_error(identity_tree: Path) -> None
 
 @gpu
 def test_gpu_cache_matches_the_ram_cache(photos: Path) -> None:
-    common = ["data.batch_size=32", "augment.train.size=224", "backend.device=gpu"]
+    common = ["data.batch_size=32", "augment.train.crop.size=224", "backend.device=gpu"]
     with loader(photos, *common, "data.cache=gpu") as on_gpu:
         a = epoch(on_gpu, 1)
     with loader(photos, *common, "data.cache=ram") as in_ram:
@@ -147,8 +147,8 @@ def test_the_gpu_cache_transform_differs_from_the_torch_one_only_at_crop_edges()
     image = torch.randint(0, 256, (3, 300, 400), dtype=torch.uint8, generator=g)
     image = torch.nn.functional.avg_pool2d(image[None].float(), 5, 1, 2)[0].to(torch.uint8)
     window, resize, crop, out = (30, 20, 320, 240), (168, 224), (10, 0), (150, 224)
-    fast = apply_geometry(image, window, resize, crop, out, True, exact_edges=False)
-    ref = apply_geometry(image, window, resize, crop, out, True)
+    fast = apply_geometry(image, window, resize, crop, out, exact_edges=False)
+    ref = apply_geometry(image, window, resize, crop, out)
     diff = (fast.int() - ref.int()).abs()
     assert fast.shape == ref.shape == (3, 150, 224)
     assert diff[:, 1:-1, 1:-1].max() <= 1, "inside the crop: the same resize"

@@ -41,7 +41,8 @@ def test_every_config_option_composes_into_a_valid_spec(
 
 def test_default_config_trains_on_the_sample_data_with_small_images() -> None:
     cfg = compose_config()
-    assert cfg.data.name == "sample" and cfg.augment.train.size == 64 and cfg.backend.name == "dali"
+    assert cfg.data.name == "sample" and cfg.backend.name == "dali"
+    assert cfg.augment.train.crop.size == 64
     spec = loader_spec(cfg, "train")
     assert spec.source.num_classes == 6 and len(spec.source) == 6 * cfg.data.train_per_class
     assert len(loader_spec(cfg, "val").source) == 6 * cfg.data.val_per_class
@@ -54,7 +55,7 @@ def test_imagenet_config_reads_train_and_val_subfolders(tmp_path: Path) -> None:
             identity_colour(k)[None, None].repeat(8, 0).repeat(8, 1),
         )
     cfg = compose_config(["data=imagenet", f"data.root={tmp_path}"])
-    assert cfg.augment.train.size == 224 and cfg.data.batch_size == 256
+    assert cfg.augment.train.crop.size == 224 and cfg.data.batch_size == 256
     for split in ("train", "val"):
         source = loader_spec(cfg, split).source
         assert isinstance(source, ImageSource)

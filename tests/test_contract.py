@@ -115,9 +115,9 @@ def make(
         f"seed={seed}",
         f"backend={backend}",
         f"backend.device={device}",
-        f"augment.train.size={SIZE}",
-        f"augment.val.resize={RESIZE}",
-        f"augment.val.crop={SIZE}",
+        f"augment.train.crop.size={SIZE}",
+        f"augment.val.crop.resize={RESIZE}",
+        f"augment.val.crop.size={SIZE}",
         *extra,
     ]
     if backend == "torch":

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchvision.transforms import RandomResizedCrop
 
-from dali_pipes.geometry import plan_eval, random_resized_crop, resize_shorter, uniforms
-from dali_pipes.spec import EvalAugment
+from dali_pipes.augment.crop import ResizeCenterCrop
+from dali_pipes.draws import uniforms
+from dali_pipes.geometry import random_resized_crop, resize_shorter
 
 sizes_strategy = st.tuples(st.integers(1, 3000), st.integers(1, 3000))
 
@@ -26,8 +27,7 @@ def test_resize_shorter_matches_torchvision_output_size(hw: tuple[int, int], siz
 
 @pytest.mark.parametrize("hw", [(480, 640), (640, 480), (257, 256), (1000, 300), (256, 256)])
 def test_centre_crop_offsets_match_torchvision(hw: tuple[int, int]) -> None:
-    aug = EvalAugment(resize=256, crop=224)
-    g = plan_eval(aug, np.array([hw]))
+    g = ResizeCenterCrop(size=224, resize=256).plan(np.array([hw]), np.zeros((1, 0)))
     nh, nw = (int(v) for v in g.resize[0])
     ramp = torch.arange(nh * nw, dtype=torch.float64).view(1, nh, nw)
     top, left = (int(v) for v in g.crop[0])
@@ -84,3 +84,8 @@ def test_draws_depend_only_on_seed_epoch_and_sample() -> None:
     assert not np.array_equal(uniforms(2, 2, np.array([3]), 8), b)
     big = uniforms(0, 0, np.arange(10000), 4)
     assert 0 <= big.min() and big.max() < 1 and abs(big.mean() - 0.5) < 0.01
+
+
+def test_an_offset_skips_the_counters_an_earlier_op_owns() -> None:
+    whole = uniforms(4, 1, np.array([7, 8]), 10)
+    assert np.array_equal(uniforms(4, 1, np.array([7, 8]), 3, offset=7), whole[:, 7:])

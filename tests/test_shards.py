@@ -66,7 +66,7 @@ def shard_loader(
         f"seed={seed}",
         f"backend={backend}",
         f"backend.device={where or 'cpu'}",
-        f"augment.train.size={SIZE}",
+        f"augment.train.crop.size={SIZE}",
     ]
     if backend == "torch":
         overrides.append("backend.num_workers=1")

@@ -19,7 +19,7 @@ from dali_pipes.bench import run_bench
 from dali_pipes.doctor import run_doctor
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["augment.train.size=32", "data.batch_size=4"]
+SMALL = ["augment.train.crop.size=32", "data.batch_size=4"]
 
 
 @pytest.mark.slow
@@ -98,8 +98,8 @@ def test_doctor_reports_input_boundness_and_writes_a_usable_tuned_config(
             "data=folder",
             f"data.root={identity_tree}",
             *SMALL,
-            "augment.val.resize=36",
-            "augment.val.crop=32",
+            "augment.val.crop.resize=36",
+            "augment.val.crop.size=32",
             "model=small_cnn",
             "model.arch.width=8",
             "backend.device=cpu",
@@ -140,8 +140,8 @@ def test_doctor_reports_input_boundness_and_writes_a_usable_tuned_config(
             "data=folder",
             f"data.root={identity_tree}",
             *SMALL,
-            "augment.val.resize=36",
-            "augment.val.crop=32",
+            "augment.val.crop.resize=36",
+            "augment.val.crop.size=32",
             "model=small_cnn",
             "trainer=quick",
             "trainer.epochs=1",

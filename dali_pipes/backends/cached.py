@@ -4,8 +4,8 @@ For datasets that fit, decoding is the whole cost of an epoch (see benchmarks/RE
 and it gives the same pixels every time. This loader decodes the split once (torchvision's
 libjpeg-turbo decode, which equals DALI's CPU decode; all cores), keeps the uint8
 ``[3, H, W]`` images in host memory (``ram``) or on the GPU (``gpu``), and every epoch
-applies the shared geometry (:mod:`dali_pipes.geometry`: random-resized-crop or
-resize + centre crop, flip) and the normalisation. Order, sharding and augmentation are
+applies the split's crop geometry and ops (:mod:`dali_pipes.augment`) and the
+normalisation. Order, sharding and augmentation are
 those of the other backends for the same (seed, epoch, sample).
 
 ``ram``: the torch backend's per-sample transform (including its DALI-style edge lines),
@@ -28,7 +28,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from dali_pipes import geometry
 from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.backends.torch import decode_bytes
 from dali_pipes.device import resolve_device
@@ -154,25 +153,21 @@ class CachedLoader(Loader):
         images = [self.images[i] for i in keep]
         sizes = [img.shape[-2:] for img in images]  # type: ignore[union-attr]
         spec = self.spec
-        g = geometry.plan(spec.augment, spec.train, sizes, keep, spec.sampling.seed, plan.epoch)
+        pipeline = spec.augment.pipeline(spec.train)
+        draw = pipeline.draw(sizes, keep, spec.sampling.seed, plan.epoch)
         out = []
         for j, image in enumerate(images):
             assert image is not None
-            window = tuple(int(v) for v in g.window[j])
-            resize = (int(g.resize[j, 0]), int(g.resize[j, 1]))
-            crop = (int(g.crop[j, 0]), int(g.crop[j, 1]))
-            flip = bool(g.flip[j])
-            out.append(
-                apply_geometry(
-                    image,
-                    window,  # type: ignore[arg-type]
-                    resize,
-                    crop,
-                    g.out,
-                    flip,
-                    exact_edges=not image.is_cuda,  # the edge fix is NumPy: host images only
-                )
+            window, resize, crop = draw.geometry.row(j)
+            sample = apply_geometry(
+                image,
+                window,
+                resize,
+                crop,
+                draw.geometry.out,
+                exact_edges=not image.is_cuda,  # the edge fix is NumPy: host images only
             )
+            out.append(pipeline.apply_torch(sample, draw, j))
         labels = torch.as_tensor(spec.source.labels[keep], dtype=torch.int64)
         images_out = torch.stack(out)
         if images_out.is_cuda:  # made on this thread's stream; the consumer uses another

@@ -26,12 +26,12 @@ import logging
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from dali_pipes import geometry
 from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
 from dali_pipes.backends.dali_webdataset import WebdatasetStream
 from dali_pipes.device import resolve_device
@@ -44,6 +44,19 @@ from dali_pipes.sources import ImageSource
 from dali_pipes.spec import DaliBackend, LoaderSpec
 
 log = logging.getLogger(__name__)
+
+
+def _dali_types() -> dict[str, Any]:
+    from nvidia.dali import types
+
+    return {
+        "bool": types.BOOL,
+        "uint8": types.UINT8,
+        "int32": types.INT32,
+        "int64": types.INT64,
+        "float32": types.FLOAT,
+        "float64": types.FLOAT64,
+    }
 
 
 class _InFlight(NamedTuple):
@@ -77,6 +90,7 @@ class _Feed:
         self.files = spec.source.files
         self.labels = spec.source.labels
         self.read_ahead = read_ahead
+        self.pipeline = spec.augment.pipeline(spec.train)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
         self._plan = EpochPlan(0, [])
         self._next = 0
@@ -140,9 +154,8 @@ class _Feed:
 
     def __call__(self) -> tuple[Any, ...]:
         position, indices, blobs, sizes = self._next_batch()
-        spec = self.spec
-        seed = spec.sampling.seed
-        g = geometry.plan(spec.augment, spec.train, sizes, indices, seed, self._plan.epoch)
+        draw = self.pipeline.draw(sizes, indices, self.spec.sampling.seed, self._plan.epoch)
+        g = draw.geometry
         roi_start, roi_end = g.roi()
         self.in_flight.append(_InFlight(position, indices))
         return (
@@ -152,7 +165,7 @@ class _Feed:
             g.window[:, 2:].astype(np.float32),
             roi_start,
             roi_end,
-            g.flip.astype(np.int32),
+            *self.pipeline.feed(draw),
         )
 
     def close(self) -> None:
@@ -219,19 +232,34 @@ class DaliLoader(Loader):
     # ----------------------------------------------------------------- pipeline
 
     def _build(self) -> Any:
-        from nvidia.dali import fn, types
-        from nvidia.dali.pipeline import Pipeline
+        from nvidia.dali import pipeline_def
 
         gpu = self.device.type == "cuda"
-        aug = self.spec.augment
-        out = aug.out_size(self.spec.train)
-        pipe = Pipeline(
+        pipeline = self.spec.augment.pipeline(self.spec.train)
+        probe = pipeline.feed(pipeline.draw([pipeline.size], [0], 0, 0))
+        dtypes = [np.dtype(a.dtype).name for a in probe]
+        # Conditionals: ops choose per sample (RandAugment's operation, a probability)
+        # from the fed parameters with DALI `if` branches. DALI's AutoGraph rewrites the
+        # graph function and what it calls, so nothing but graph code runs inside it.
+        graph = pipeline_def(partial(self._graph, dtypes), enable_conditionals=True)
+        pipe = graph(
             batch_size=self.spec.batch_size,
             num_threads=self.num_threads,
             device_id=self.device.index if gpu else None,
             prefetch_queue_depth=self.options.prefetch_queue_depth,
             seed=self.spec.sampling.seed,
         )
+        pipe.build()
+        return pipe
+
+    def _graph(self, dtypes: list[str]) -> tuple[Any, Any]:
+        """external_source -> decode the crop window -> resize -> ops -> normalise."""
+        from nvidia.dali import fn, types
+
+        gpu = self.device.type == "cuda"
+        aug = self.spec.augment
+        pipeline = aug.pipeline(self.spec.train)
+        out = pipeline.size
         decoder: dict[str, Any] = {}
         if gpu:
             decoder = {
@@ -244,65 +272,63 @@ class DaliLoader(Loader):
                 decoder["device_memory_padding"] = self.options.device_memory_padding
             if self.options.host_memory_padding:
                 decoder["host_memory_padding"] = self.options.host_memory_padding
-        with pipe:
-            encoded, labels, anchor, shape, roi_start, roi_end, flip = fn.external_source(
-                source=self._feed,
-                num_outputs=7,
-                batch=True,
-                dtype=[
-                    types.UINT8,
-                    types.INT64,
-                    types.FLOAT,
-                    types.FLOAT,
-                    types.FLOAT,
-                    types.FLOAT,
-                    types.INT32,
-                ],
+        encoded, labels, anchor, shape, roi_start, roi_end, *fed = fn.external_source(
+            source=self._feed,
+            num_outputs=6 + len(dtypes),
+            batch=True,
+            dtype=[
+                types.UINT8,
+                types.INT64,
+                types.FLOAT,
+                types.FLOAT,
+                types.FLOAT,
+                types.FLOAT,
+                *(_dali_types()[d] for d in dtypes),
+            ],
+        )
+        decoder.update(
+            device="mixed" if gpu else "cpu",
+            output_type=types.RGB,
+            adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
+        )
+        if self.roi_decode:
+            images = fn.decoders.image_slice(
+                encoded,
+                anchor,
+                shape,
+                normalized_anchor=False,
+                normalized_shape=False,
+                **decoder,
             )
-            decoder.update(
-                device="mixed" if gpu else "cpu",
-                output_type=types.RGB,
-                adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
-            )
-            if self.roi_decode:
-                images = fn.decoders.image_slice(
-                    encoded,
-                    anchor,
-                    shape,
-                    normalized_anchor=False,
-                    normalized_shape=False,
-                    **decoder,
-                )
-            else:
-                images = fn.decoders.image(encoded, **decoder)
-                images = fn.slice(
-                    images,
-                    anchor,
-                    shape,
-                    axis_names="WH",
-                    normalized_anchor=False,
-                    normalized_shape=False,
-                )
-            images = fn.resize(
+        else:
+            images = fn.decoders.image(encoded, **decoder)
+            images = fn.slice(
                 images,
-                size=[out, out],
-                roi_start=roi_start,
-                roi_end=roi_end,
-                roi_relative=False,
-                antialias=True,
-                interp_type=types.INTERP_LINEAR,
+                anchor,
+                shape,
+                axis_names="WH",
+                normalized_anchor=False,
+                normalized_shape=False,
             )
-            images = fn.crop_mirror_normalize(
-                images,
-                mirror=flip,
-                mean=[255 * m for m in aug.mean],
-                std=[255 * s for s in aug.std],
-                dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
-                output_layout="HWC" if aug.channels_last else "CHW",
-            )
-            pipe.set_outputs(images, labels.gpu() if gpu else labels)
-        pipe.build()
-        return pipe
+        images = fn.resize(
+            images,
+            size=list(out),
+            roi_start=roi_start,
+            roi_end=roi_end,
+            roi_relative=False,
+            antialias=True,
+            interp_type=types.INTERP_LINEAR,
+        )
+        images, mirror = pipeline.dali(images, fed, gpu)
+        images = fn.crop_mirror_normalize(
+            images,
+            mirror=0 if mirror is None else mirror,
+            mean=[255 * m for m in aug.mean],
+            std=[255 * s for s in aug.std],
+            dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
+            output_layout="HWC" if aug.channels_last else "CHW",
+        )
+        return images, labels.gpu() if gpu else labels
 
     # ----------------------------------------------------------------- epochs
 

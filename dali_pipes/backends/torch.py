@@ -1,9 +1,10 @@
 """torch backend: torchvision decode + transforms v2 in DataLoader workers.
 
 It is the fallback when DALI is not wanted and the reference the DALI path is checked
-against. Workers decode with ``torchvision.io`` and apply the shared geometry
-(:mod:`dali_pipes.geometry`, realised by :mod:`dali_pipes.transforms`); batches travel as
-uint8 and are normalised in the main process, on a CUDA side stream when on a GPU.
+against. Workers decode with ``torchvision.io``, apply the shared crop geometry (realised by
+:mod:`dali_pipes.transforms`) and the split's ops (torchvision's functional ops with the
+parameters :meth:`dali_pipes.augment.Pipeline.draw` computes); batches travel as uint8 and
+are normalised in the main process, on a CUDA side stream when on a GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchvision.io import ImageReadMode, decode_image
 
-from dali_pipes import geometry
 from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.device import resolve_device
 from dali_pipes.dist import cpu_share
@@ -75,8 +75,7 @@ class _Samples(Dataset[_Sample]):
         self.source = spec.source
         self.files = spec.source.files
         self.labels = spec.source.labels
-        self.augment = spec.augment
-        self.train = spec.train
+        self.pipeline = spec.augment.pipeline(spec.train)
         self.seed = spec.sampling.seed
         self.skip = spec.on_error == "skip"
         self.max_pixels = spec.max_pixels
@@ -101,15 +100,10 @@ class _Samples(Dataset[_Sample]):
             if not self.skip:
                 raise
             return _Sample(None, label, path, str(exc))
-        g = geometry.plan(self.augment, self.train, [image.shape[-2:]], [index], self.seed, epoch)
-        sample = apply_geometry(
-            image,
-            tuple(int(v) for v in g.window[0]),  # type: ignore[arg-type]
-            (int(g.resize[0, 0]), int(g.resize[0, 1])),
-            (int(g.crop[0, 0]), int(g.crop[0, 1])),
-            g.out,
-            bool(g.flip[0]),
-        )
+        draw = self.pipeline.draw([image.shape[-2:]], [index], self.seed, epoch)
+        window, resize, crop = draw.geometry.row(0)
+        sample = apply_geometry(image, window, resize, crop, draw.geometry.out)
+        sample = self.pipeline.apply_torch(sample, draw, 0)
         return _Sample(sample, label, path, "")
 
 

@@ -1,0 +1,102 @@
+"""AutoAugment: one of a learned policy's sub-policies per sample (torchvision's semantics).
+
+Each sub-policy is two (operation, probability, magnitude bin) steps over a 10-bin table;
+a step is applied with its probability, signed operations get a random sign. The policies
+are torchvision's ``AutoAugmentPolicy`` ones (``imagenet``, ``cifar10``, ``svhn``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dali_pipes.augment import auto
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.draws import choice
+from dali_pipes.errors import require
+
+POLICIES = ("imagenet", "cifar10", "svhn")
+_BINS = 10
+
+
+def _policy(name: str) -> list[tuple[tuple[str, float, int | None], ...]]:
+    """torchvision's sub-policies for ``name``: ((op, probability, magnitude bin), ...)."""
+    from torchvision.transforms.v2 import AutoAugment as TV
+    from torchvision.transforms.v2 import AutoAugmentPolicy
+
+    return [tuple(step) for step in TV(AutoAugmentPolicy(name))._policies]
+
+
+@register_op
+@dataclass(frozen=True)
+class AutoAugment(Op):
+    """torchvision ``AutoAugment(policy, interpolation, fill)``."""
+
+    name = "autoaugment"
+    policy: str = "imagenet"
+    interpolation: str = "nearest"
+    fill: int = 0
+
+    def __post_init__(self) -> None:
+        from dali_pipes.augment.base import number
+
+        require(self.policy in POLICIES, "policy", self.policy, f"choose one of {POLICIES}")
+        number(self, "fill", 0, 255, integer=True)
+        require(
+            self.interpolation in auto.INTERPOLATIONS,
+            "interpolation",
+            self.interpolation,
+            f"choose one of {auto.INTERPOLATIONS}",
+        )
+
+    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The policy as arrays: op index, probability, magnitude bin, ``[P, 2]`` each."""
+        steps = _policy(self.policy)
+        ops = np.array([[auto.OP_INDEX[op] for op, _, _ in s] for s in steps])
+        prob = np.array([[p for _, p, _ in s] for s in steps])
+        bins = np.array([[m or 0 for _, _, m in s] for s in steps], dtype=np.float64)
+        return ops, prob, bins
+
+    def draws(self) -> int:
+        return 5  # sub-policy, then (applied, sign) for each of its two steps
+
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        ops, prob, bins = self._table()
+        pick = choice(u[:, 0], len(ops))
+        params: Params = {}
+        for k in range(2):
+            applied = u[:, 1 + 2 * k] <= prob[pick, k]
+            step_ops = np.where(applied, ops[pick, k], auto.OP_INDEX["Identity"])
+            mags = auto.magnitudes(
+                auto.STANDARD, step_ops, bins[pick, k], u[:, 2 + 2 * k] <= 0.5, _BINS, ctx.size
+            )
+            params.update(auto.slot_params(f"{k}.", step_ops, mags, ctx.size))
+        return params
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        for k in range(2):
+            image = auto.torch_slot(image, p, f"{k}.", self.interpolation, self.fill)
+        return image
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        names = {op for s in _policy(self.policy) for op, _, _ in s} | {"Identity"}
+        kinds = auto.kinds_of(tuple(names))
+        for k in range(2):
+            images = auto.dali_slot(images, p, f"{k}.", kinds, self.interpolation, self.fill, ctx)
+        return images
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return auto.dali_params(names)
+
+    def torchvision(self) -> Any:
+        from torchvision.transforms import v2
+
+        return v2.AutoAugment(
+            v2.AutoAugmentPolicy(self.policy),
+            interpolation=v2.InterpolationMode(self.interpolation),
+            fill=None if self.fill == 0 else self.fill,
+        )

@@ -1,0 +1,262 @@
+"""What an augmentation op is, the registry of ops by name, and turning config into ops.
+
+An op is a frozen dataclass whose fields are its parameters (the config schema: YAML keys
+equal the field names). It owns, in one module:
+
+- ``__post_init__``: coerce and validate the parameters (one-line errors naming the key);
+- :meth:`Op.draws` and :meth:`Op.sample`: its random parameters for a whole batch, as
+  NumPy arrays computed from uniform draws that the pipeline takes from the counter-based
+  hash of (seed, epoch, sample) -- never from a backend's RNG, so every backend receives
+  the same numbers and a resumed epoch replays exactly;
+- :meth:`Op.torch`: its torch realisation, torchvision's ``transforms.v2.functional``;
+- :meth:`Op.dali`: its DALI realisation, fed the same parameters through
+  ``external_source`` (per-sample choices use DALI conditionals);
+- :meth:`Op.torchvision`: the torchvision v2 transform a user would write for it (the
+  ``bench`` baseline).
+
+``@register_op`` puts a class into the registry under its ``name``; a user registers
+their own op the same way, from their own module, and names it in the config.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import numpy as np
+
+from dali_pipes.errors import ConfigError, require
+
+if TYPE_CHECKING:
+    import torch
+
+    from dali_pipes.geometry import Geometry
+
+#: One op's parameters for a batch: name -> array with the batch as its first axis.
+Params = dict[str, np.ndarray]
+#: One sample's row of :data:`Params` (what :meth:`Op.torch` receives).
+Row = Mapping[str, Any]
+
+OpClass = TypeVar("OpClass", bound="type[Op]")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an op may know besides its parameters.
+
+    ``size``: (height, width) of every image the op sees -- the crop's output, the same for
+    the whole split. ``gpu``: the DALI graph runs on the GPU (its fed parameters arrive on
+    the CPU and must be moved before they meet GPU images in arithmetic).
+    """
+
+    size: tuple[int, int]
+    gpu: bool = False
+
+    def operand(self, node: Any) -> Any:
+        """A fed parameter as an arithmetic operand next to the images."""
+        return node.gpu() if self.gpu else node
+
+    def constant(self, array: np.ndarray) -> Any:
+        """A constant tensor on the images' device."""
+        from nvidia.dali import types
+
+        return types.Constant(array, device="gpu" if self.gpu else "cpu")
+
+
+class Op(ABC):
+    """An augmentation applied to each sample after the decode-fused crop.
+
+    Subclasses are frozen dataclasses; see the module docstring for what each method owns.
+    """
+
+    #: The name the config uses.
+    name: ClassVar[str]
+    #: True when the op changes each pixel from its own value and image-wide statistics
+    #: only, so it commutes with a horizontal flip exactly (a flip may move past it).
+    pointwise: ClassVar[bool] = False
+
+    def draws(self) -> int:
+        """How many uniform draws per sample :meth:`sample` needs."""
+        return 0
+
+    @abstractmethod
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        """The batch's parameters from ``u``, ``[B, draws()]`` uniforms in [0, 1)."""
+
+    @abstractmethod
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        """One uint8 ``[3, H, W]`` image with this sample's parameters ``p``."""
+
+    @abstractmethod
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        """The DALI graph: uint8 HWC ``images`` -> uint8 HWC, parameters as DataNodes."""
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Which of :meth:`sample`'s parameters the DALI graph reads (all by default);
+        only these are fed, so DALI copies nothing it does not use."""
+        return names
+
+    def torchvision(self) -> Any:
+        """The torchvision v2 transform a user would write for this op."""
+        raise NotImplementedError(f"{self.name} has no torchvision equivalent")
+
+
+class CropOp(Op):
+    """The decode-fused first step of a split: where to decode, how to resize and crop.
+
+    Both backends realise the :class:`~dali_pipes.geometry.Geometry` it plans (DALI decodes
+    only the window); its output size is the size every later op sees.
+    """
+
+    size: int
+
+    @abstractmethod
+    def plan(self, sizes: np.ndarray, u: np.ndarray) -> Geometry:
+        """Geometry for images of ``sizes`` ([B, 2] height, width) from ``u``."""
+
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        return {}
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        return image  # realised by dali_pipes.transforms.apply_geometry
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        return images  # realised by the DALI backend's decoder and resize
+
+
+# --------------------------------------------------------------------------- registry
+
+_OPS: dict[str, type[Op]] = {}
+
+
+def register_op(cls: OpClass) -> OpClass:
+    """Class decorator: make ``cls`` usable by its ``name`` in the config.
+
+    Registering another class under a taken name is refused (one name, one op).
+    """
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to be registered")
+    known = _OPS.get(name)
+    if known is not None and (known.__module__, known.__qualname__) != (
+        cls.__module__,
+        cls.__qualname__,
+    ):
+        raise ValueError(f"op name {name!r} is taken by {known.__module__}.{known.__qualname__}")
+    _OPS[name] = cls
+    return cls
+
+
+def op_names(crop: bool | None = None) -> tuple[str, ...]:
+    """Registered op names (``crop=True``: only crops, ``False``: only the others)."""
+    return tuple(
+        sorted(n for n, c in _OPS.items() if crop is None or issubclass(c, CropOp) == crop)
+    )
+
+
+def build_op(entry: Any, key: str, default_name: str | None = None, crop: bool = False) -> Op:
+    """An op from a config entry: an :class:`Op`, or a mapping of its parameters.
+
+    The op's name is the mapping's ``op`` key, else ``default_name`` (the entry's key in
+    ``ops``). Errors name ``key`` and, for an unknown name, the known ops.
+    """
+    kind = "crop" if crop else "op"
+    if isinstance(entry, Op):
+        op = entry
+    else:
+        if not isinstance(entry, Mapping):
+            raise ConfigError(
+                f"{key}={entry!r} is invalid: expected the {kind}'s parameters as a mapping"
+            )
+        params = {str(k): v for k, v in entry.items()}
+        name = params.pop("op", default_name)
+        cls = _OPS.get(str(name)) if name is not None else None
+        if cls is None or issubclass(cls, CropOp) != crop:
+            raise ConfigError(
+                f"{key}: unknown {kind} {name!r}; known {kind}s: {', '.join(op_names(crop))}"
+            )
+        allowed = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        for param in params:
+            if param not in allowed:
+                raise ConfigError(
+                    f"{key}.{param} is not a parameter of {name}; "
+                    f"its parameters are {', '.join(allowed) or '(none)'}"
+                )
+        try:
+            op = cls(**params)
+        except ConfigError as exc:
+            raise ConfigError(f"{key}.{exc}") from None
+    if isinstance(op, CropOp) != crop:
+        raise ConfigError(f"{key}: {op.name} cannot be used as a{' crop' if crop else 'n op'}")
+    return op
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def number(
+    op: Any,
+    name: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    integer: bool = False,
+) -> float:
+    """Coerce field ``name`` of ``op`` to a number within [lo, hi]; return it.
+
+    The error names only the field: :func:`build_op` puts the op's key in front.
+    """
+    raw = getattr(op, name)
+    bounds = " and ".join(
+        b for b in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "") if b
+    )
+    need = f"expected {'an integer' if integer else 'a number'} {bounds}".strip()
+    ok = isinstance(raw, int | float) and not isinstance(raw, bool) and not math.isnan(raw)
+    if ok and integer:
+        ok = float(raw).is_integer()
+    value = (int(raw) if integer else float(raw)) if ok else 0
+    ok = ok and (lo is None or value >= lo) and (hi is None or value <= hi)
+    require(ok, name, raw, need)
+    object.__setattr__(op, name, value)
+    return float(value)
+
+
+def pair(op: Any, name: str) -> tuple[float, float]:
+    """Coerce a ``[low, high]`` field to a tuple of two floats with low <= high."""
+    value = getattr(op, name)
+    ok = isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
+    if ok:
+        try:
+            value = (float(value[0]), float(value[1]))
+        except (TypeError, ValueError):
+            ok = False
+    require(ok and value[0] <= value[1], name, getattr(op, name), "expected [low, high]")
+    object.__setattr__(op, name, value)
+    return value
+
+
+def span(
+    op: Any, name: str, center: float, bound: tuple[float, float], clip_low: bool
+) -> tuple[float, float] | None:
+    """torchvision ``ColorJitter``'s rule: ``v`` means [center - v, center + v] (the low end
+    clipped at ``bound[0]`` when ``clip_low``), ``[lo, hi]`` is taken as given; ``None``
+    when the range is the identity (then the component is skipped, as torchvision does)."""
+    value = getattr(op, name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        require(value >= 0, name, value, "must be >= 0")
+        object.__setattr__(op, name, float(value))
+        lo, hi = center - float(value), center + float(value)
+        if clip_low:
+            lo = max(lo, bound[0])
+    else:
+        lo, hi = pair(op, name)
+    require(
+        bound[0] <= lo <= hi <= bound[1],
+        name,
+        getattr(op, name),
+        f"the range must lie within [{bound[0]}, {bound[1]}]",
+    )
+    return None if lo == hi == center else (lo, hi)

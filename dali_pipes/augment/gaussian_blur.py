@@ -1,0 +1,84 @@
+"""Gaussian blur with a random sigma (torchvision ``GaussianBlur``).
+
+``kernel_size`` is an odd size or (width, height) pair; ``sigma`` a fixed value or the
+[low, high] range it is drawn from per sample (the same sigma both ways, like torchvision).
+``p`` < 1 applies it with that probability (``RandomApply([GaussianBlur(...)], p)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torchvision.transforms.v2.functional as F
+
+from dali_pipes.augment.base import Context, Op, Params, Row, number, pair, register_op
+from dali_pipes.errors import require
+
+
+@register_op
+@dataclass(frozen=True)
+class GaussianBlur(Op):
+    name = "gaussian_blur"
+    kernel_size: Any = 23
+    sigma: Any = (0.1, 2.0)
+    p: float = 1.0
+
+    def __post_init__(self) -> None:
+        size = self.kernel_size
+        if isinstance(size, int | float) and not isinstance(size, bool):
+            size = (size, size)
+        ok = isinstance(size, Sequence) and len(size) == 2
+        ok = ok and all(isinstance(k, int | float) and float(k).is_integer() for k in size)
+        ok = ok and all(int(k) > 0 and int(k) % 2 == 1 for k in size)
+        require(ok, "kernel_size", self.kernel_size, "expected odd positive size(s), e.g. 23")
+        object.__setattr__(self, "kernel_size", (int(size[0]), int(size[1])))
+        if isinstance(self.sigma, int | float) and not isinstance(self.sigma, bool):
+            number(self, "sigma", 1e-6)
+            object.__setattr__(self, "sigma", (self.sigma, self.sigma))
+        lo, _ = pair(self, "sigma")
+        require(lo > 0, "sigma", self.sigma, "must be > 0")
+        number(self, "p", 0.0, 1.0)
+
+    def draws(self) -> int:
+        return 2  # sigma, whether to apply
+
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        lo, hi = self.sigma
+        return {
+            "sigma": (lo + u[:, 0] * (hi - lo)).astype(np.float32),
+            "apply": u[:, 1] < self.p,
+        }
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        if not p["apply"]:
+            return image
+        sigma = float(p["sigma"])
+        return F.gaussian_blur(image, list(self.kernel_size), [sigma, sigma])
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        if self.p < 1.0:
+            if p["apply"]:
+                images = self._blur(images, p)
+        else:
+            images = self._blur(images, p)
+        return images
+
+    def _blur(self, images: Any, p: Mapping[str, Any]) -> Any:
+        from nvidia.dali import fn
+
+        kx, ky = self.kernel_size
+        # DALI orders the window like the data's axes: height, then width.
+        return fn.gaussian_blur(images, window_size=[ky, kx], sigma=p["sigma"])
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return names if self.p < 1.0 else tuple(n for n in names if n != "apply")
+
+    def torchvision(self) -> Any:
+        from torchvision.transforms import v2
+
+        blur = v2.GaussianBlur(self.kernel_size, self.sigma)
+        return blur if self.p >= 1.0 else v2.RandomApply([blur], p=self.p)

@@ -1,0 +1,46 @@
+"""Random grayscale with probability ``p`` (torchvision ``RandomGrayscale``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torchvision.transforms.v2.functional as F
+
+from dali_pipes.augment import dali_ops
+from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
+
+
+@register_op
+@dataclass(frozen=True)
+class Grayscale(Op):
+    """Replace the image by its luma in all three channels when the draw is below ``p``."""
+
+    name = "grayscale"
+    pointwise = True
+    p: float = 0.1
+
+    def __post_init__(self) -> None:
+        number(self, "p", 0.0, 1.0)
+
+    def draws(self) -> int:
+        return 1
+
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        return {"gray": u[:, 0] < self.p}
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        return F.rgb_to_grayscale(image, num_output_channels=3) if p["gray"] else image
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        if p["gray"]:
+            images = dali_ops.grayscale(images)
+        return images
+
+    def torchvision(self) -> Any:
+        from torchvision.transforms import v2
+
+        return v2.RandomGrayscale(self.p)

@@ -1,0 +1,169 @@
+"""A split's augmentation as data: the decode-fused crop, then ops in order.
+
+:meth:`Pipeline.draw` computes every random parameter of a batch in NumPy from the
+counter-based hash of (seed, epoch, sample): the crop takes the first counters, each op
+the next :meth:`~dali_pipes.augment.base.Op.draws` ones. Every backend realises the same
+:class:`Draw` -- the torch backend per sample (:meth:`Pipeline.apply_torch`), DALI as one
+graph fed through ``external_source`` (:meth:`Pipeline.feed`, :meth:`Pipeline.dali`) -- so
+parity, determinism, sharding and mid-epoch resume hold for any op list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+
+from dali_pipes.augment.base import Context, CropOp, Op, Params, build_op
+from dali_pipes.augment.flip import HorizontalFlip
+from dali_pipes.draws import uniforms
+from dali_pipes.errors import ConfigError
+from dali_pipes.geometry import Geometry
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One batch's random parameters: the crop's geometry and each op's parameters."""
+
+    geometry: Geometry
+    params: tuple[Params, ...]
+
+    def row(self, op: int, j: int) -> dict[str, Any]:
+        """Op ``op``'s parameters for sample ``j``."""
+        return {name: values[j] for name, values in self.params[op].items()}
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The crop, then ``ops`` in order; ``labels`` are the ops' keys in the config."""
+
+    crop: CropOp
+    ops: tuple[Op, ...] = ()
+    labels: tuple[str, ...] = ()
+
+    def config(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The canonical config form, (crop, ops): every parameter given, ``op`` named.
+
+        Two configs that build the same pipeline have the same canonical form."""
+        labels = self.labels or tuple(op.name for op in self.ops)
+        return (
+            {"op": self.crop.name, **asdict(self.crop)},  # type: ignore[call-overload]
+            {
+                label: {"op": op.name, **asdict(op)}  # type: ignore[call-overload]
+                for label, op in zip(labels, self.ops, strict=True)
+            },
+        )
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(height, width) of the crop's output: what every op sees, what a batch holds."""
+        return (self.crop.size, self.crop.size)
+
+    def context(self, gpu: bool = False) -> Context:
+        return Context(size=self.size, gpu=gpu)
+
+    def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int) -> Draw:
+        """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``."""
+        hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
+        samples = np.asarray(ids, dtype=np.int64).reshape(-1)
+        offset = self.crop.draws()
+        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset))
+        ctx = self.context()
+        params = []
+        for op in self.ops:
+            n = op.draws()
+            params.append(op.sample(uniforms(seed, epoch, samples, n, offset), ctx))
+            offset += n
+        return Draw(geometry, tuple(params))
+
+    # ----------------------------------------------------------------- torch
+
+    def apply_torch(self, image: torch.Tensor, draw: Draw, j: int) -> torch.Tensor:
+        """The ops on sample ``j`` of ``draw``, a uint8 ``[3, H, W]`` crop (geometry done)."""
+        ctx = self.context()
+        for k, op in enumerate(self.ops):
+            image = op.torch(image, draw.row(k, j), ctx)
+        return image
+
+    def torchvision(self) -> list[Any]:
+        """The same pipeline as torchvision v2 transforms (what a user would write)."""
+        return [self.crop.torchvision(), *(op.torchvision() for op in self.ops)]
+
+    # ----------------------------------------------------------------- DALI
+
+    @cached_property
+    def fused_flip(self) -> int | None:
+        """Index of a horizontal flip that DALI may apply last, in ``crop_mirror_normalize``:
+        the last flip when only pointwise ops follow it (they commute with it exactly)."""
+        for k in range(len(self.ops) - 1, -1, -1):
+            op = self.ops[k]
+            if isinstance(op, HorizontalFlip):
+                return k
+            if not op.pointwise:
+                return None
+        return None
+
+    @cached_property
+    def feed_layout(self) -> tuple[tuple[int, str], ...]:
+        """(op index, parameter name) of each array :meth:`feed` returns, in order."""
+        probe = self.draw([self.size], [0], seed=0, epoch=0)
+        return tuple(
+            (k, name)
+            for k, (op, params) in enumerate(zip(self.ops, probe.params, strict=True))
+            for name in op.dali_params(tuple(params))
+        )
+
+    def feed(self, draw: Draw) -> list[np.ndarray]:
+        """The ops' parameters as the arrays the DALI graph's ``external_source`` takes."""
+        return [np.ascontiguousarray(draw.params[k][name]) for k, name in self.feed_layout]
+
+    def dali(self, images: Any, fed: Sequence[Any], gpu: bool) -> tuple[Any, Any]:
+        """The ops as a DALI graph on uint8 HWC ``images`` (the crop's output).
+
+        ``fed`` are the DataNodes of :meth:`feed`'s arrays. Returns the images and the
+        flip flag to give ``crop_mirror_normalize`` (None: no flip left to do).
+        """
+        # Indexing, not zip(strict=True): DALI's AutoGraph converts this code and its zip
+        # takes no keywords.
+        per_op: list[dict[str, Any]] = [{} for _ in self.ops]
+        for i, (k, name) in enumerate(self.feed_layout):
+            per_op[k][name] = fed[i]
+        ctx = self.context(gpu)
+        for k, op in enumerate(self.ops):
+            if k != self.fused_flip:
+                images = op.dali(images, per_op[k], ctx)
+        mirror = per_op[self.fused_flip]["flip"] if self.fused_flip is not None else None
+        return images, mirror
+
+
+def parse_pipeline(crop: Any, ops: Any, key: str) -> Pipeline:
+    """A :class:`Pipeline` from config: ``crop`` a crop op or its parameters (``op`` names
+    it); ``ops`` a mapping ``name -> parameters`` in order (``null`` disables one; an
+    ``op`` key names the op when the name is a label), or a list of ops / parameter
+    mappings with ``op``. Errors name the key under ``key``."""
+    if crop is None:
+        raise ConfigError(f"{key}.crop is missing: every split starts with a crop op")
+    head = build_op(crop, f"{key}.crop", crop=True)
+    assert isinstance(head, CropOp)
+    built: list[Op] = []
+    labels: list[str] = []
+    if isinstance(ops, Mapping):
+        for name, params in ops.items():
+            if params is None:  # disabled from the command line: augment.train.ops.NAME=null
+                continue
+            built.append(build_op(params, f"{key}.ops.{name}", default_name=str(name)))
+            labels.append(str(name))
+    elif isinstance(ops, Sequence) and not isinstance(ops, str):
+        for i, entry in enumerate(ops):
+            op = build_op(entry, f"{key}.ops.{i}")
+            built.append(op)
+            taken = sum(1 for label in labels if label.split("#")[0] == op.name)
+            labels.append(op.name if not taken else f"{op.name}#{taken + 1}")
+    elif ops is not None:
+        raise ConfigError(f"{key}.ops={ops!r} is invalid: expected a mapping of op -> parameters")
+    return Pipeline(head, tuple(built), tuple(labels))
