@@ -291,7 +291,31 @@ def environment() -> dict[str, Any]:
         "machine": machine,
         "versions": versions,
         "command": _command(),
+        "commit": _commit(),
     }
+
+
+def _commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` for uncommitted changes), if it is one."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def _command() -> str:

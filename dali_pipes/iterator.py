@@ -8,8 +8,10 @@ Drop it in where a ``torch.utils.data.DataLoader`` was::
         for images, labels in loader:
             ...
 
-Keyword defaults are the config defaults (they are read from the same dataclasses), and
-:meth:`DALIIterator.from_config` builds one from a composed Hydra config instead.
+``augment="randaugment"`` (any ``conf/augment`` preset) or a list of ops picks the
+augmentation. Keyword defaults are the config defaults (they are read from the same
+dataclasses and presets), and :meth:`DALIIterator.from_config` builds one from a composed
+Hydra config instead.
 """
 
 from __future__ import annotations

@@ -72,6 +72,18 @@ def identity_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def unique_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The identity tree's 17 images, each in a class folder of its own (``s00`` ...): the
+    label names the sample even when augmentation changes the colours."""
+    root = tmp_path_factory.mktemp("unique")
+    rng = np.random.default_rng(1)
+    for k in range(sum(IDENTITY_CLASSES.values())):
+        h, w = (int(v) for v in rng.integers(40, 120, size=2))
+        write_jpeg(root / f"s{k:02d}" / "img.jpg", np.broadcast_to(identity_colour(k), (h, w, 3)))
+    return root
+
+
+@pytest.fixture(scope="session")
 def photos() -> Path:
     if not PHOTOS.is_dir():
         pytest.skip(f"real photos not found at {PHOTOS}")

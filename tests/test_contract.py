@@ -4,6 +4,9 @@ The reference is ``DataLoader(ImageFolder, sampler=DistributedSampler)`` with to
 transforms: it passing proves the tests test the contract; the backends passing proves they
 keep it. Every image of the tree is a flat colour naming its sample index, so a batch tells
 exactly which samples it holds whatever the crop.
+
+Every test runs with the ``imagenet`` preset and with ``randaugment``. RandAugment changes
+colours, so with it the tree has one class folder per image and the label names the sample.
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ KINDS = [
 IDENTIFIABLE = [k for k in KINDS if k != "synthetic"]
 
 
+@pytest.fixture(params=["imagenet", "randaugment"])
+def preset(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def tree(preset: str, identity_tree: Path, unique_tree: Path) -> Path:
+    """Flat colours name the samples; under RandAugment, the labels do."""
+    return identity_tree if preset == "imagenet" else unique_tree
+
+
 class Reference:
     """torchvision's ImageFolder + DistributedSampler + DataLoader, same transforms."""
 
@@ -50,12 +64,15 @@ class Reference:
         seed: int,
         rank: int,
         world_size: int,
+        preset: str,
     ) -> None:
         if train:
             geometry: list[Any] = [
                 v2.RandomResizedCrop(SIZE, antialias=True),
                 v2.RandomHorizontalFlip(),
             ]
+            if preset == "randaugment":
+                geometry.append(v2.RandAugment(num_ops=2, magnitude=9))
         else:
             geometry = [v2.Resize(RESIZE, antialias=True), v2.CenterCrop(SIZE)]
         transform = v2.Compose(
@@ -101,10 +118,11 @@ def make(
     seed: int = 0,
     rank: int = 0,
     world_size: int = 1,
+    preset: str = "imagenet",
     extra: tuple[str, ...] = (),
 ) -> Any:
     if kind == "reference":
-        return Reference(root, train, batch_size, drop_last, seed, rank, world_size)
+        return Reference(root, train, batch_size, drop_last, seed, rank, world_size, preset)
     backend, _, where = kind.partition("-")
     device = {"": "cpu", "cpu": "cpu", "gpu": "gpu"}[where]
     overrides = [
@@ -115,6 +133,7 @@ def make(
         f"seed={seed}",
         f"backend={backend}",
         f"backend.device={device}",
+        f"augment={preset}",
         f"augment.train.crop.size={SIZE}",
         f"augment.val.crop.resize={RESIZE}",
         f"augment.val.crop.size={SIZE}",
@@ -127,40 +146,47 @@ def make(
     )
 
 
-def ids(images: torch.Tensor) -> list[int]:
-    """Sample indices of a batch of identity images."""
+def ids(batch: tuple[torch.Tensor, torch.Tensor], preset: str) -> list[int]:
+    """Sample indices of a batch: from the colours, or (RandAugment) from the labels."""
+    images, labels = batch
+    if preset != "imagenet":
+        return [int(v) for v in labels]
     std = torch.tensor(STD).view(1, 3, 1, 1) * 255
     mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
     rgb = (images.float().cpu() * std + mean).mean(dim=(2, 3)).numpy()
     return [colour_id(c) for c in rgb]
 
 
-def epoch_ids(loader: Any) -> list[int]:
-    return [i for images, _ in loader for i in ids(images)]
+def epoch_ids(loader: Any, preset: str) -> list[int]:
+    return [i for batch in loader for i in ids(batch, preset)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_batches_are_normalised_float_images_and_int64_labels(
-    kind: str, identity_tree: Path
+    kind: str, preset: str, tree: Path
 ) -> None:
-    loader = make(kind, identity_tree)
+    loader = make(kind, tree, preset=preset)
     images, labels = next(iter(loader))
     assert images.shape == (4, 3, SIZE, SIZE)
     assert images.dtype == torch.float32
     assert labels.shape == (4,) and labels.dtype == torch.int64
     expected = "cuda" if kind.endswith("gpu") else "cpu"
     assert images.device.type == expected and labels.device.type == expected
-    if kind != "synthetic":  # flat colours: channel 2 is 200/255 everywhere
+    if kind != "synthetic" and preset == "imagenet":  # flat colours: blue is 200 everywhere
         blue = images[:, 2].float() * STD[2] + MEAN[2]
         assert torch.allclose(blue, torch.full_like(blue, 200 / 255), atol=4 / 255)
+    if kind != "synthetic":
+        rgb = images.float().cpu() * torch.tensor(STD).view(1, 3, 1, 1)
+        rgb += torch.tensor(MEAN).view(1, 3, 1, 1)
+        assert bool(((rgb > -1e-3) & (rgb < 1 + 1e-3)).all()), "normalised 0-255 values"
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
 def test_len_counts_batches_and_the_last_partial_batch_follows_drop_last(
-    kind: str, drop_last: bool, identity_tree: Path
+    kind: str, drop_last: bool, preset: str, tree: Path
 ) -> None:
-    loader = make(kind, identity_tree, batch_size=4, drop_last=drop_last)
+    loader = make(kind, tree, batch_size=4, drop_last=drop_last, preset=preset)
     sizes = [len(labels) for _, labels in loader]
     assert len(loader) == len(sizes)
     assert sizes == ([4, 4, 4, 4] if drop_last else [4, 4, 4, 4, 1])
@@ -168,9 +194,9 @@ def test_len_counts_batches_and_the_last_partial_batch_follows_drop_last(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_breaking_out_early_and_iterating_again_gives_a_full_epoch(
-    kind: str, identity_tree: Path
+    kind: str, preset: str, tree: Path
 ) -> None:
-    loader = make(kind, identity_tree, batch_size=4)
+    loader = make(kind, tree, batch_size=4, preset=preset)
     for _ in loader:
         break
     it = iter(loader)
@@ -179,19 +205,19 @@ def test_breaking_out_early_and_iterating_again_gives_a_full_epoch(
     assert len(batches) == len(loader) == 5
     assert sum(len(labels) for _, labels in batches) == N
     if kind != "synthetic":
-        assert sorted(i for images, _ in batches for i in ids(images)) == list(range(N))
+        assert sorted(i for batch in batches for i in ids(batch, preset)) == list(range(N))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_set_epoch_makes_the_order_a_function_of_seed_and_epoch(
-    kind: str, identity_tree: Path
+    kind: str, preset: str, tree: Path
 ) -> None:
     def order(epoch: int, seed: int = 7) -> list[int]:
-        loader = make(kind, identity_tree, seed=seed)
+        loader = make(kind, tree, seed=seed, preset=preset)
         loader.set_epoch(epoch)
         if kind == "synthetic":
             return [int(v) for _, labels in loader for v in labels]
-        return epoch_ids(loader)
+        return epoch_ids(loader, preset)
 
     assert order(2) == order(2)
     assert order(2) != order(3)
@@ -199,28 +225,29 @@ def test_set_epoch_makes_the_order_a_function_of_seed_and_epoch(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_class_indices_and_order_match_imagefolder(kind: str, identity_tree: Path) -> None:
-    folder = ImageFolder(str(identity_tree))
-    loader = make(kind, identity_tree, train=False)
+def test_class_indices_and_order_match_imagefolder(kind: str, preset: str, tree: Path) -> None:
+    folder = ImageFolder(str(tree))
+    loader = make(kind, tree, train=False, preset=preset)
     assert tuple(loader.classes) == tuple(folder.classes)
     labels = [int(v) for _, batch in loader for v in batch]
     assert labels == list(folder.targets)
     if kind != "synthetic":
-        assert epoch_ids(loader) == list(range(N))
+        assert epoch_ids(loader, preset) == list(range(N))
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 @pytest.mark.parametrize("kind", IDENTIFIABLE)
 def test_shards_are_disjoint_equal_length_and_cover_every_sample(
-    kind: str, world_size: int, drop_last: bool, identity_tree: Path
+    kind: str, world_size: int, drop_last: bool, preset: str, tree: Path
 ) -> None:
     per_rank = []
     batch_counts = set()
     for rank in range(world_size):
         loader = make(
             kind,
-            identity_tree,
+            tree,
+            preset=preset,
             batch_size=2,
             drop_last=drop_last,
             rank=rank,
@@ -228,7 +255,7 @@ def test_shards_are_disjoint_equal_length_and_cover_every_sample(
             seed=3,
         )
         loader.set_epoch(1)
-        batches = [ids(images) for images, _ in loader]
+        batches = [ids(batch, preset) for batch in loader]
         batch_counts.add(len(batches))
         assert len(batches) == len(loader)
         per_rank.append([i for b in batches for i in b])
@@ -253,10 +280,13 @@ def test_shards_are_disjoint_equal_length_and_cover_every_sample(
     "kind", ["torch", "dali-cpu", "synthetic", pytest.param("dali-gpu", marks=gpu)]
 )
 def test_output_dtype_and_channels_last_follow_the_config(
-    kind: str, dtype: str, identity_tree: Path
+    kind: str, dtype: str, preset: str, tree: Path
 ) -> None:
     loader = make(
-        kind, identity_tree, extra=(f"augment.dtype={dtype}", "augment.channels_last=true")
+        kind,
+        tree,
+        preset=preset,
+        extra=(f"augment.dtype={dtype}", "augment.channels_last=true"),
     )
     images, _ = next(iter(loader))
     assert images.dtype == getattr(torch, dtype)
@@ -266,13 +296,14 @@ def test_output_dtype_and_channels_last_follow_the_config(
 
 @pytest.mark.parametrize("kind", ["torch", "dali-cpu", pytest.param("dali-gpu", marks=gpu)])
 def test_reduced_precision_output_equals_float32_output_rounded(
-    kind: str, identity_tree: Path
+    kind: str, preset: str, tree: Path
 ) -> None:
-    full = make(kind, identity_tree, train=False)
+    full = make(kind, tree, train=preset != "imagenet", preset=preset)
     half = make(
         kind,
-        identity_tree,
-        train=False,
+        tree,
+        train=preset != "imagenet",
+        preset=preset,
         extra=("augment.dtype=float16", "augment.channels_last=true"),
     )
     a, _ = next(iter(full))

@@ -292,9 +292,24 @@ def slot_params(prefix: str, ops: np.ndarray, mags: np.ndarray, size: tuple[int,
     }
 
 
-def dali_params(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The slot parameters the DALI graph reads (``op`` and ``magnitude`` are torch's)."""
-    return tuple(n for n in names if not n.endswith(("op", "magnitude")))
+_READS = {
+    "affine": ("matrix",),
+    "brightness": ("factor",),
+    "color": ("factor", "inv"),
+    "contrast": ("factor", "inv"),
+    "sharpness": ("inv",),
+    "posterize": ("mask",),
+    "solarize": ("threshold",),
+}
+
+
+def dali_params(names: tuple[str, ...], kinds: tuple[int, ...]) -> tuple[str, ...]:
+    """The slot parameters the DALI branches ``kinds`` read (``op`` and ``magnitude`` are
+    the torch realisation's; ``kind`` only matters when there is a choice)."""
+    wanted = {field for k in kinds for field in _READS.get(KINDS[k], ())}
+    if len(kinds) > 1:
+        wanted.add("kind")
+    return tuple(n for n in names if n.rsplit(".", 1)[-1] in wanted)
 
 
 def torch_slot(image: torch.Tensor, p: Row, prefix: str, interpolation: str, fill: int) -> Any:
@@ -348,6 +363,8 @@ def dali_slot(
 
         return run
 
+    if len(kinds) == 1:  # no choice to make: the kind is not fed
+        return branch(kinds[0])(images)
     return select(p[f"{prefix}kind"], [(k, branch(k)) for k in kinds], images)
 
 

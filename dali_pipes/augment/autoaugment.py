@@ -82,15 +82,18 @@ class AutoAugment(Op):
             image = auto.torch_slot(image, p, f"{k}.", self.interpolation, self.fill)
         return image
 
-    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+    def _kinds(self) -> tuple[int, ...]:
         names = {op for s in _policy(self.policy) for op, _, _ in s} | {"Identity"}
-        kinds = auto.kinds_of(tuple(names))
+        return auto.kinds_of(tuple(names))
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        kinds = self._kinds()
         for k in range(2):
             images = auto.dali_slot(images, p, f"{k}.", kinds, self.interpolation, self.fill, ctx)
         return images
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return auto.dali_params(names)
+        return auto.dali_params(names, self._kinds())
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

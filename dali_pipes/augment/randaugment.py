@@ -92,7 +92,7 @@ class RandAugment(Op):
         return images
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return auto.dali_params(names)
+        return auto.dali_params(names, auto.kinds_of(self.operations))
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

@@ -60,7 +60,7 @@ class TrivialAugment(Op):
         return auto.dali_slot(images, p, "", kinds, self.interpolation, self.fill, ctx)
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return auto.dali_params(names)
+        return auto.dali_params(names, auto.kinds_of(self.operations))
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

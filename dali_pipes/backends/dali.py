@@ -2,16 +2,18 @@
 
 Pipeline, per batch::
 
-    external_source (encoded bytes, label, crop window, resize ROI, flip)   <- Python feed
+    external_source (encoded bytes, label, crop window, resize ROI, op parameters)  <- feed
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
       decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
     resize                antialiased linear, ROI -> output size
-    crop_mirror_normalize flip + (x - mean) / std + dtype + layout, fused
+    the split's ops       each op's DALI graph, fed its parameters (conditionals per sample)
+    crop_mirror_normalize (a trailing flip) + (x - mean) / std + dtype + layout, fused
 
 The feed, not a DALI reader, decides what is read: the order is the shared
-DistributedSampler-equivalent one (:mod:`dali_pipes.sampling`) and the crop windows come
-from :mod:`dali_pipes.geometry`, so ``set_epoch``, sharding and padding behave exactly as in
-the torch backend, and the two backends compute the same geometry. File reads happen on a
+DistributedSampler-equivalent one (:mod:`dali_pipes.sampling`) and the crop windows and op
+parameters come from :meth:`dali_pipes.augment.Pipeline.draw`, so ``set_epoch``, sharding
+and padding behave exactly as in the torch backend, and the two backends compute the same
+geometry and the same random parameters. File reads happen on a
 small thread pool a few batches ahead; each image's size is read from its header first, so
 a file that is not an image is reported by path before DALI sees it. A packed dataset
 (``data=shards``) is read by DALI's webdataset reader in the same planned order

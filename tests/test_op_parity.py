@@ -1,0 +1,188 @@
+"""Parity per op: DALI on the CPU vs the torch backend on the real photos.
+
+Each op's random parameters are drawn once in NumPy from (seed, epoch, sample) and fed to
+both backends, so the comparison is with the same parameters. Outputs are compared on the
+0-255 scale. The bounds are set from the measurement on the 213 photos (figures printed by
+the test and recorded in benchmarks/RESULTS.md), each with its reason:
+
+- every output starts from the decode-fused crop, where DALI's and torchvision's resize
+  differ by mean 0.13 and at most 1 grey level; an op that is exact (flip, grayscale, blur,
+  shear/translate, posterize, invert) keeps that: mean <= 0.3 (measured <= 0.14), max <= 4;
+- enhance ops (brightness, colour, contrast, sharpness) scale that 1-level difference by
+  their factor (<= 1.9): max 2 measured, so the same bounds hold;
+- colour jitter: hue goes through HSV and back and contrast/saturation amplify, max 10
+  measured: max <= 16;
+- rotation samples nearest-neighbour at non-integer positions: a position within float
+  error of a pixel boundary picks the neighbour (torchvision computes its grid in float32
+  in another order), 0.002 % of values, up to 138 levels: at most 0.01 % off by > 16;
+- solarize: a value one level from the threshold can land on either side of it, 0.05 %
+  of values: at most 0.1 % off by > 16, mean <= 0.4;
+- autocontrast stretches the channel range, so the 1-level difference can become 4: mean
+  <= 0.4, max <= 8;
+- equalize maps one level to the next histogram step, up to 185 levels on 0.1 % of the
+  values (mean 0.35): mean <= 0.7, at most 0.2 % off by > 16;
+- the policies mix all of these: mean <= 0.5, at most 0.15 % off by > 16.
+
+A wrong parameter on one side (another operation, another magnitude, a wider range)
+moves the mean to 1 and above and puts values far off, which the bounds catch (tested).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from conftest import gpu
+
+from dali_pipes.augment.randaugment import OPERATIONS
+from dali_pipes.backends import create_loader
+from dali_pipes.sources import discover_folder
+from dali_pipes.spec import (
+    AugmentSpec,
+    DaliBackend,
+    LoaderSpec,
+    SamplingSpec,
+    SplitAugment,
+    TorchBackend,
+)
+
+
+class Bound(NamedTuple):
+    mean: float
+    max: float = 255.0
+    over16: float = 0.0  # share of values off by more than 16 levels, percent
+
+
+EXACT = Bound(0.3, 4)
+RANDAUGMENT = {"hflip": {}, "randaugment": {"num_ops": 2, "magnitude": 9, "mstd": 0.5}}
+JITTER = {"color_jitter": {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1}}
+CASES: dict[str, tuple[dict[str, Any], Bound]] = {
+    "hflip": ({"hflip": {}}, EXACT),
+    "grayscale": ({"grayscale": {"p": 0.5}}, EXACT),
+    "gaussian_blur": ({"gaussian_blur": {"kernel_size": 23, "sigma": [0.1, 2.0]}}, EXACT),
+    "color_jitter": (JITTER, Bound(0.3, 16)),
+    "randaugment": (RANDAUGMENT, Bound(0.5, over16=0.15)),
+    "trivialaugment": ({"hflip": {}, "trivialaugment": {}}, Bound(0.5, over16=0.15)),
+    "autoaugment": ({"hflip": {}, "autoaugment": {}}, Bound(0.5, over16=0.15)),
+}
+SPECIAL = {
+    "Rotate": Bound(0.3, over16=0.01),
+    "Solarize": Bound(0.4, over16=0.1),
+    "AutoContrast": Bound(0.4, 8),
+    "Equalize": Bound(0.7, over16=0.2),
+}
+for _name in OPERATIONS:
+    _ops = {"randaugment": {"num_ops": 1, "magnitude": 9, "operations": [_name]}}
+    CASES[f"randaugment[{_name}]"] = (_ops, SPECIAL.get(_name, EXACT))
+
+_DALI: dict[str, torch.Tensor] = {}  # DALI's output per case, shared with the wrong-parameter test
+
+
+def run(
+    root: Path, case: str, ops: dict[str, Any], backend: DaliBackend | TorchBackend
+) -> torch.Tensor:
+    """All 213 photos for the ops; every third one for the single RandAugment operations
+    (the ``randaugment[...]`` cases), to keep the suite short."""
+    augment = AugmentSpec(
+        train=SplitAugment(ops=ops), mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255)
+    )
+    spec = LoaderSpec(
+        source=discover_folder(root),
+        train=True,
+        batch_size=16,
+        augment=augment,
+        sampling=SamplingSpec(seed=3, shuffle=False, world_size=3 if "[" in case else 1),
+        backend=backend,
+    )
+    with create_loader(spec) as loader:
+        return torch.cat([images.float().cpu() for images, _ in loader])
+
+
+def dali(root: Path, case: str) -> torch.Tensor:
+    if case not in _DALI:
+        _DALI[case] = run(root, case, CASES[case][0], DaliBackend(device="cpu"))
+    return _DALI[case]
+
+
+def figures(a: torch.Tensor, b: torch.Tensor) -> Bound:
+    diff = (a - b).abs()
+    return Bound(diff.mean().item(), diff.max().item(), 100 * (diff > 16).float().mean().item())
+
+
+def within(measured: Bound, bound: Bound) -> bool:
+    return (
+        measured.mean <= bound.mean
+        and measured.max <= bound.max
+        and measured.over16 <= bound.over16
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_op_on_dali_cpu_matches_the_torch_backend_on_real_photos(
+    case: str, photos: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ops, bound = CASES[case]
+    ours = dali(photos, case)
+    reference = run(photos, case, ops, TorchBackend(device="cpu", num_workers=2))
+    assert ours.shape == reference.shape and len(ours) == (71 if "[" in case else 213)
+    measured = figures(ours, reference)
+    with capsys.disabled():
+        print(
+            f"\nop parity {case}: mean {measured.mean:.3f}, max {measured.max:.0f}, "
+            f"{measured.over16:.4f} % over 16 levels (bound {bound})"
+        )
+    assert within(measured, bound), f"{measured} exceeds {bound}"
+
+
+WRONG = {
+    "randaugment magnitude 9 -> 10": (
+        "randaugment",
+        {"hflip": {}, "randaugment": {"num_ops": 2, "magnitude": 10, "mstd": 0.5}},
+    ),
+    "randaugment Rotate -> ShearX": (
+        "randaugment[Rotate]",
+        {"randaugment": {"num_ops": 1, "magnitude": 9, "operations": ["ShearX"]}},
+    ),
+    "color_jitter hue 0.1 -> 0.12": (
+        "color_jitter",
+        {"color_jitter": {**JITTER["color_jitter"], "hue": 0.12}},
+    ),
+    "gaussian_blur sigma up to 2.5": (
+        "gaussian_blur",
+        {"gaussian_blur": {"kernel_size": 23, "sigma": [0.1, 2.5]}},
+    ),
+}
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+def test_the_bounds_catch_a_wrong_parameter_fed_to_one_backend(
+    wrong: str, photos: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case, ops = WRONG[wrong]
+    measured = figures(dali(photos, case), run(photos, case, ops, TorchBackend(device="cpu")))
+    with capsys.disabled():
+        print(f"\nwrong parameter ({wrong}): {measured}")
+    assert not within(measured, CASES[case][1])
+
+
+@gpu
+def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(photos: Path) -> None:
+    """nvJPEG decodes differently (test_parity's GPU bounds) and the GPU's equalize is
+    DALI's own (OpenCV's table), so it is left out here. Provisional bounds: not yet run
+    on a GPU; set them from the first measurement."""
+    ops = {
+        "hflip": {},
+        "randaugment": {
+            "num_ops": 2,
+            "magnitude": 9,
+            "operations": [n for n in OPERATIONS if n != "Equalize"],
+        },
+    }
+    measured = figures(
+        run(photos, "randaugment", ops, DaliBackend(device="gpu")),
+        run(photos, "randaugment", ops, DaliBackend(device="cpu")),
+    )
+    print(f"randaugment GPU vs CPU: {measured}")
+    assert measured.mean <= 1.0 and measured.over16 <= 0.3
