@@ -146,19 +146,22 @@ def make(
     )
 
 
-def ids(batch: tuple[torch.Tensor, torch.Tensor], preset: str) -> list[int]:
-    """Sample indices of a batch: from the colours, or (RandAugment) from the labels."""
-    images, labels = batch
-    if preset != "imagenet":
-        return [int(v) for v in labels]
+def ids(images: torch.Tensor) -> list[int]:
+    """Sample indices of a batch of identity images."""
     std = torch.tensor(STD).view(1, 3, 1, 1) * 255
     mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
     rgb = (images.float().cpu() * std + mean).mean(dim=(2, 3)).numpy()
     return [colour_id(c) for c in rgb]
 
 
+def batch_ids(batch: tuple[torch.Tensor, torch.Tensor], preset: str) -> list[int]:
+    """Sample indices of a batch: from the colours, or (RandAugment) from the labels."""
+    images, labels = batch
+    return ids(images) if preset == "imagenet" else [int(v) for v in labels]
+
+
 def epoch_ids(loader: Any, preset: str) -> list[int]:
-    return [i for batch in loader for i in ids(batch, preset)]
+    return [i for batch in loader for i in batch_ids(batch, preset)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -205,7 +208,7 @@ def test_breaking_out_early_and_iterating_again_gives_a_full_epoch(
     assert len(batches) == len(loader) == 5
     assert sum(len(labels) for _, labels in batches) == N
     if kind != "synthetic":
-        assert sorted(i for batch in batches for i in ids(batch, preset)) == list(range(N))
+        assert sorted(i for batch in batches for i in batch_ids(batch, preset)) == list(range(N))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -255,7 +258,7 @@ def test_shards_are_disjoint_equal_length_and_cover_every_sample(
             seed=3,
         )
         loader.set_epoch(1)
-        batches = [ids(batch, preset) for batch in loader]
+        batches = [batch_ids(batch, preset) for batch in loader]
         batch_counts.add(len(batches))
         assert len(batches) == len(loader)
         per_rank.append([i for b in batches for i in b])

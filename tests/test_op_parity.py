@@ -136,7 +136,7 @@ def test_each_op_on_dali_cpu_matches_the_torch_backend_on_real_photos(
     assert within(measured, bound), f"{measured} exceeds {bound}"
 
 
-WRONG = {
+WRONG: dict[str, tuple[str, dict[str, Any]]] = {
     "randaugment magnitude 9 -> 10": (
         "randaugment",
         {"hflip": {}, "randaugment": {"num_ops": 2, "magnitude": 10, "mstd": 0.5}},
