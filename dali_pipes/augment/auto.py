@@ -287,7 +287,7 @@ def slot_params(prefix: str, ops: np.ndarray, mags: np.ndarray, size: tuple[int,
         f"{prefix}matrix": warp_matrices(ops, mags, size),
         f"{prefix}factor": factor.astype(np.float32),
         f"{prefix}inv": (1.0 - factor).astype(np.float32),
-        f"{prefix}mask": ((0xFF << (8 - bits)) & 0xFF).astype(np.uint8),
+        f"{prefix}step": (2.0 ** (8 - bits)).astype(np.float32),  # posterize: keep 8 - log2
         f"{prefix}threshold": (255.0 * mags).astype(np.float32),
     }
 
@@ -298,7 +298,7 @@ _READS = {
     "color": ("factor", "inv"),
     "contrast": ("factor", "inv"),
     "sharpness": ("inv",),
-    "posterize": ("mask",),
+    "posterize": ("step",),
     "solarize": ("threshold",),
 }
 
@@ -343,14 +343,14 @@ def dali_slot(
                 return dali_ops.brightness(x, ctx.operand(p[f"{prefix}factor"]))
             if name == "color":
                 factor, inv = ctx.operand(p[f"{prefix}factor"]), ctx.operand(p[f"{prefix}inv"])
-                return dali_ops.saturation(x, factor, inv)
+                return dali_ops.saturation(x, factor, inv, ctx)
             if name == "contrast":
                 factor, inv = ctx.operand(p[f"{prefix}factor"]), ctx.operand(p[f"{prefix}inv"])
-                return dali_ops.contrast(x, factor, inv)
+                return dali_ops.contrast(x, factor, inv, ctx)
             if name == "sharpness":
                 return dali_ops.sharpness(x, ctx.operand(p[f"{prefix}inv"]), ctx)
             if name == "posterize":
-                return dali_ops.posterize(x, ctx.operand(p[f"{prefix}mask"]))
+                return dali_ops.posterize(x, ctx.operand(p[f"{prefix}step"]))
             if name == "solarize":
                 return dali_ops.solarize(x, ctx.operand(p[f"{prefix}threshold"]))
             if name == "autocontrast":

@@ -92,7 +92,10 @@ class Op(ABC):
 
     @abstractmethod
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        """The DALI graph: uint8 HWC ``images`` -> uint8 HWC, parameters as DataNodes."""
+        """The DALI graph on ``images``, parameters as DataNodes.
+
+        ``images`` are float32 HWC holding whole numbers in [0, 255] (the uint8 values
+        torchvision works on; see :mod:`dali_pipes.augment.dali_ops`); return the same."""
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """Which of :meth:`sample`'s parameters the DALI graph reads (all by default);

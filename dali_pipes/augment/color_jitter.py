@@ -99,10 +99,10 @@ class ColorJitter(Op):
                     return dali_ops.brightness(x, ctx.operand(p["brightness"]))
                 if index == 1:
                     inv = ctx.operand(p["contrast_inv"])
-                    return dali_ops.contrast(x, ctx.operand(p["contrast"]), inv)
+                    return dali_ops.contrast(x, ctx.operand(p["contrast"]), inv, ctx)
                 if index == 2:
                     inv = ctx.operand(p["saturation_inv"])
-                    return dali_ops.saturation(x, ctx.operand(p["saturation"]), inv)
+                    return dali_ops.saturation(x, ctx.operand(p["saturation"]), inv, ctx)
                 return dali_ops.hue(x, ctx.operand(p["hue"]))
 
             return run

@@ -1,14 +1,19 @@
 """DALI graph pieces that compute what ``torchvision.transforms.v2.functional`` computes.
 
-Every function takes uint8 HWC images (DataNodes) and returns uint8 HWC images. The
-arithmetic follows torchvision's on uint8 tensors step by step: float32 intermediates,
-``floor`` where torchvision floors, truncation where it converts float to uint8 (values
-are clamped to [0, 255] first, so truncation is ``floor``). DALI's own ``fn.brightness``,
-``fn.contrast``, ``fn.saturation`` and ``fn.hue`` round differently, use a fixed contrast
-centre or rotate hue in YIQ space (mean 11 grey levels from torchvision's HSV hue on the
-photos), so they are not used. Measured against torchvision on real photos, the pieces here
-agree exactly or to one grey level on a fraction of a percent of the values (PyTorch fuses
-a multiply-add where DALI rounds twice); the exceptions are stated where they are.
+Images between ops are *pixels*: float32 HWC DataNodes holding whole numbers in [0, 255],
+the values torchvision's uint8 tensors hold. Every function here takes and returns pixels;
+the arithmetic follows torchvision's on uint8 tensors step by step: float32 intermediates,
+``floor`` where torchvision floors, truncation where it converts to uint8 (values are
+clamped to [0, 255] first, so truncation is ``floor``). Float32 rather than uint8 between
+ops because converting float to uint8 is DALI's slowest CPU step (0.5 ms for a 224 px
+image, four times the multiply before it); ``crop_mirror_normalize`` takes either.
+
+DALI's own ``fn.brightness``, ``fn.contrast``, ``fn.saturation`` and ``fn.hue`` round
+differently, use a fixed contrast centre or rotate hue in YIQ space (mean 11 grey levels
+from torchvision's HSV hue on the photos), so they are not used. Measured against
+torchvision on real photos, the pieces here agree exactly or to one grey level on a
+fraction of a percent of the values (PyTorch fuses a multiply-add where DALI rounds twice);
+the exceptions are stated where they are.
 
 Parameters arrive as DataNodes fed from NumPy (already combined where torchvision combines
 Python floats in double precision, e.g. ``1 - factor``), so both backends use the same
@@ -24,15 +29,25 @@ import numpy as np
 from dali_pipes.augment.base import Context
 
 # torchvision's grayscale weights (_rgb_to_grayscale_image).
-_R, _G, _B = np.float32(0.2989), np.float32(0.587), np.float32(0.114)
+_LUMA = np.array([[[0.2989, 0.587, 0.114]]], dtype=np.float32)
 
 
-def to_uint8(x: Any) -> Any:
-    """float -> uint8 as torchvision's ``clamp_(0, 255).to(uint8)``: truncation."""
+def pixels(images: Any) -> Any:
+    """uint8 images (a decoder's or resize's output) as pixels."""
     from nvidia.dali import fn, types
+
+    return fn.cast(images, dtype=types.FLOAT)
+
+
+def truncate(x: Any, low: bool = True) -> Any:
+    """float -> pixels as torchvision's ``clamp_(0, 255).to(uint8)``: clamp, then floor.
+
+    ``low=False`` skips the lower bound for values that cannot be negative. (``min`` and
+    ``max`` rather than ``math.clamp``: a third of the cost on DALI's CPU.)"""
     from nvidia.dali import math as dmath
 
-    return fn.cast(dmath.floor(dmath.clamp(x, 0.0, 255.0)), dtype=types.UINT8)
+    top = dmath.min(x, 255.0)
+    return dmath.floor(dmath.max(top, 0.0) if low else top)
 
 
 def blend(images: Any, other: Any, ratio: Any, inv: Any) -> Any:
@@ -40,43 +55,46 @@ def blend(images: Any, other: Any, ratio: Any, inv: Any) -> Any:
 
     ``inv`` is ``1 - ratio`` computed in double precision before it was fed.
     """
-    return to_uint8(images * ratio + other * inv)
+    return truncate(images * ratio + other * inv)
 
 
-def gray(images: Any) -> Any:
-    """Luma as float32 ``[H, W]`` (before torchvision's conversion back to an integer)."""
-    return images[:, :, 0] * _R + images[:, :, 1] * _G + images[:, :, 2] * _B
+def gray(images: Any, ctx: Context) -> Any:
+    """Luma as float32 ``[H, W]`` (before torchvision's conversion back to an integer):
+    one weighted reduction over the channels instead of three channel slices."""
+    from nvidia.dali import fn
+
+    return fn.reductions.sum(images * ctx.constant(_LUMA), axes=[2])
 
 
-def grayscale(images: Any) -> Any:
+def grayscale(images: Any, ctx: Context) -> Any:
     """``rgb_to_grayscale(images, num_output_channels=3)``."""
-    from nvidia.dali import fn, types
+    from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
-    luma = fn.cast(dmath.floor(gray(images)), dtype=types.UINT8)
+    luma = dmath.floor(gray(images, ctx))
     return fn.stack(luma, luma, luma, axis=2, axis_name="C")
 
 
 def brightness(images: Any, factor: Any) -> Any:
     """``adjust_brightness``: a blend with black."""
-    return to_uint8(images * factor)
+    return truncate(images * factor, low=False)
 
 
-def saturation(images: Any, factor: Any, inv: Any) -> Any:
+def saturation(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     """``adjust_saturation``: a blend with the floored grayscale image."""
     from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
-    luma = fn.expand_dims(dmath.floor(gray(images)), axes=[2], new_axis_names="C")
+    luma = fn.expand_dims(dmath.floor(gray(images, ctx)), axes=[2], new_axis_names="C")
     return blend(images, luma, factor, inv)
 
 
-def contrast(images: Any, factor: Any, inv: Any) -> Any:
+def contrast(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     """``adjust_contrast``: a blend with the mean of the floored grayscale image."""
     from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
-    return blend(images, fn.reductions.mean(dmath.floor(gray(images))), factor, inv)
+    return blend(images, fn.reductions.mean(dmath.floor(gray(images, ctx))), factor, inv)
 
 
 def hue(images: Any, shift: Any) -> Any:
@@ -111,9 +129,9 @@ def hue(images: Any, shift: Any) -> Any:
     frac = h6 - sector
     sxf = sat * frac
     one_minus_s = 1.0 - sat
-    q = dmath.clamp((1.0 - sxf) * value, 0.0, 1.0)
-    t = dmath.clamp((sxf + one_minus_s) * value, 0.0, 1.0)
-    p = dmath.clamp(one_minus_s * value, 0.0, 1.0)
+    q = dmath.max(dmath.min((1.0 - sxf) * value, 1.0), 0.0)  # torch's clamp(0, 1)
+    t = dmath.max(dmath.min((sxf + one_minus_s) * value, 1.0), 0.0)
+    p = dmath.max(dmath.min(one_minus_s * value, 1.0), 0.0)
     sector = sector - dmath.floor(sector / 6.0) * 6.0
     masks = [sector == k for k in range(6)]
 
@@ -127,7 +145,7 @@ def hue(images: Any, shift: Any) -> Any:
     green = pick([t, value, value, q, p, p])
     blue = pick([p, p, t, value, value, q])
     rgb = fn.stack(red, green, blue, axis=2, axis_name="C")
-    return to_uint8(rgb * np.float32(255.0 + 1.0 - 1e-3))  # to_dtype(uint8, scale=True)
+    return truncate(rgb * np.float32(255.0 + 1.0 - 1e-3), low=False)  # to_dtype(uint8)
 
 
 def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
@@ -143,53 +161,48 @@ def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
     h, w = ctx.size
     interior = np.zeros((h, w, 1), dtype=np.float32)
     interior[1:-1, 1:-1] = 1.0
-    x = fn.cast(images, dtype=types.FLOAT)
     blurred = fn.filter(images, types.Constant(kernel), dtype=types.FLOAT)
     blurred = dmath.floor(blurred + 0.5)  # torch.round (half-way values do not occur here)
-    return to_uint8(x + (blurred - x) * (inv * ctx.constant(interior)))
+    return truncate(images + (blurred - images) * (inv * ctx.constant(interior)))
 
 
-def posterize(images: Any, mask: Any) -> Any:
-    """``posterize``: keep the high bits (``mask`` = 0xFF << (8 - bits))."""
-    return images & mask
+def posterize(images: Any, step: Any) -> Any:
+    """``posterize``: keep the high bits, i.e. round down to a multiple of ``step`` =
+    2 ** (8 - bits) (exact on whole numbers in float32)."""
+    from nvidia.dali import math as dmath
+
+    return dmath.floor(images / step) * step
 
 
 def solarize(images: Any, threshold: Any) -> Any:
     """``solarize``: invert the values at or above ``threshold``."""
-    from nvidia.dali import fn, types
-
-    above = images >= threshold
-    return fn.cast(above * (255 - images) + (above == False) * images, dtype=types.UINT8)  # noqa: E712
+    return images + (images >= threshold) * (255.0 - 2.0 * images)
 
 
 def invert(images: Any) -> Any:
-    from nvidia.dali import fn, types
-
-    return fn.cast(255 - images, dtype=types.UINT8)
+    return 255.0 - images
 
 
 def autocontrast(images: Any) -> Any:
     """``autocontrast``: stretch each channel's [min, max] to [0, 255] (flat ones kept)."""
-    from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
+    from nvidia.dali import fn
 
-    x = fn.cast(images, dtype=types.FLOAT)
-    lo = fn.reductions.min(x, axes=[0, 1], keep_dims=True)
-    hi = fn.reductions.max(x, axes=[0, 1], keep_dims=True)
+    lo = fn.reductions.min(images, axes=[0, 1], keep_dims=True)
+    hi = fn.reductions.max(images, axes=[0, 1], keep_dims=True)
     flat = hi == lo
     inv_scale = (hi - lo) * np.float32(1.0 / 255.0)
-    lo = lo * (flat == False)  # noqa: E712
+    lo = lo * (flat == False)  # noqa: E712 - DALI nodes
     inv_scale = inv_scale + flat * (1.0 - inv_scale)
-    return to_uint8(dmath.clamp((x - lo) / inv_scale, 0.0, 255.0))
+    return truncate((images - lo) / inv_scale, low=False)
 
 
 def _equalize_hwc(image: np.ndarray) -> np.ndarray:
-    """torchvision's ``equalize`` on one uint8 HWC array (runs inside the DALI graph)."""
+    """torchvision's ``equalize`` on one HWC pixel array (runs inside the DALI graph)."""
     import torch
     import torchvision.transforms.v2.functional as F
 
-    chw = torch.from_numpy(image).permute(2, 0, 1)
-    return F.equalize(chw).permute(1, 2, 0).contiguous().numpy()
+    chw = torch.from_numpy(image.astype(np.uint8)).permute(2, 0, 1)
+    return F.equalize(chw).permute(1, 2, 0).numpy().astype(np.float32)
 
 
 def equalize(images: Any, ctx: Context) -> Any:
@@ -200,21 +213,38 @@ def equalize(images: Any, ctx: Context) -> Any:
     ``fn.equalize`` builds the table like OpenCV (inclusive cumulative histogram shifted by
     the first bin), which on the photos' random crops differs from torchvision's by a mean
     of 13 grey levels (max ~130, where one bin holds many pixels). It is a few percent of
-    the samples (RandAugment picks it 1 time in 14), well under a millisecond each. On the
-    GPU it is ``fn.equalize`` (OpenCV's rule), the difference stated above.
+    the samples (RandAugment picks it 1 time in 14), under a millisecond each. On the GPU
+    it is ``fn.equalize`` (OpenCV's rule), the difference stated above.
     """
-    from nvidia.dali import fn
+    from nvidia.dali import fn, types
 
     if ctx.gpu:
-        return fn.equalize(images)
+        return pixels(fn.equalize(fn.cast(images, dtype=types.UINT8)))
     return fn.python_function(images, function=_equalize_hwc, output_layouts="HWC")
 
 
 def affine(images: Any, matrix: Any, interpolation: str, fill: int) -> Any:
-    """Warp by ``matrix`` (2x3, output pixel corner coordinates -> input) with ``fill``."""
-    from nvidia.dali import fn, types
+    """Warp by ``matrix`` (2x3, output pixel corner coordinates -> input) with ``fill``.
 
-    interp = types.INTERP_NN if interpolation == "nearest" else types.INTERP_LINEAR
-    return fn.warp_affine(
-        images, matrix=matrix, fill_value=float(fill), interp_type=interp, inverse_map=True
+    Bilinear with a non-zero ``fill`` differs from torchvision at the border: torchvision
+    blends the fill in by the warped coverage a second time, DALI interpolates with it.
+    """
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    if interpolation == "nearest":
+        return fn.warp_affine(
+            images,
+            matrix=matrix,
+            fill_value=float(fill),
+            interp_type=types.INTERP_NN,
+            inverse_map=True,
+        )
+    warped = fn.warp_affine(
+        images,
+        matrix=matrix,
+        fill_value=float(fill),
+        interp_type=types.INTERP_LINEAR,
+        inverse_map=True,
     )
+    return dmath.floor(warped + 0.5)  # torchvision rounds the interpolated value

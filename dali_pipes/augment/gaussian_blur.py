@@ -68,11 +68,15 @@ class GaussianBlur(Op):
         return images
 
     def _blur(self, images: Any, p: Mapping[str, Any]) -> Any:
-        from nvidia.dali import fn
+        from nvidia.dali import fn, types
+        from nvidia.dali import math as dmath
 
         kx, ky = self.kernel_size
         # DALI orders the window like the data's axes: height, then width.
-        return fn.gaussian_blur(images, window_size=[ky, kx], sigma=p["sigma"])
+        blurred = fn.gaussian_blur(
+            images, window_size=[ky, kx], sigma=p["sigma"], dtype=types.FLOAT
+        )
+        return dmath.floor(blurred + 0.5)  # torchvision rounds the filtered value
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
         return names if self.p < 1.0 else tuple(n for n in names if n != "apply")

@@ -37,7 +37,7 @@ class Grayscale(Op):
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
         if p["gray"]:
-            images = dali_ops.grayscale(images)
+            images = dali_ops.grayscale(images, ctx)
         return images
 
     def torchvision(self) -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
+from dali_pipes.augment import dali_ops
 from dali_pipes.augment.base import Context, CropOp, Op, Params, build_op
 from dali_pipes.augment.flip import HorizontalFlip
 from dali_pipes.draws import uniforms
@@ -134,6 +135,8 @@ class Pipeline:
         for i, (k, name) in enumerate(self.feed_layout):
             per_op[k][name] = fed[i]
         ctx = self.context(gpu)
+        if any(not isinstance(op, HorizontalFlip) for op in self.ops):
+            images = dali_ops.pixels(images)  # ops pass float32 whole numbers (dali_ops)
         for k, op in enumerate(self.ops):
             if k != self.fused_flip:
                 images = op.dali(images, per_op[k], ctx)
