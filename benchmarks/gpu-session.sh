@@ -3,7 +3,7 @@
 # lent GPU machine repeats them exactly. Run from the project root on the GPU machine after
 # ../shared/gpu/README.md's steps (DALI unpacked in /tmp/site):
 #   OUT=<dir> PHOTOS=<photos dir> bash benchmarks/gpu-session.sh [setup] [tests] [bench] [doctor]
-#     [doctor-variants] [bench-shards]
+#     [doctor-variants] [bench-shards] [bench-augment]
 # Without stage names it runs them all. Logs and JSON go to $OUT.
 set -uo pipefail
 OUT=${OUT:-outputs/gpu}
@@ -56,6 +56,15 @@ for stage in $stages; do
         bench.warmup_images=512 "bench.shards=/tmp/shards-x$COPIES" \
         "bench.candidates=[baseline,dali-cpu,dali-cpu-shards,dali-gpu,dali-gpu-shards,cache-ram,cache-gpu]" \
         "bench.out=$OUT/bench-gpu-shards-cache.json" 2>&1 | tee "$OUT/bench-shards.log" | grep "^|" ;;
+    bench-augment)
+      # issue 11 on the GPU (not yet run on one): each preset's cost against imagenet, DALI GPU
+      # with randaugment against its imagenet rate (target >= 80 %), and the v2 baseline
+      for preset in imagenet randaugment trivialaugment autoaugment; do
+        python3 -m dali_pipes.bench data=folder "data.root=$BIG" "data.batch_size=$BATCH" \
+          bench.min_images=4096 bench.warmup_images=512 "augment=$preset" \
+          "bench.candidates=[baseline,torch,dali-cpu,dali-gpu]" \
+          "bench.out=$OUT/bench-gpu-augment-$preset.json" 2>&1 | grep "^| [bdt]" | sed "s/^/$preset /"
+      done ;;
     doctor-variants)
       # the same training step fed by the fastest DALI variant of the bench, and by the torch backend
       for variant in backend.roi_decode=true,backend.fancy_upsampling=false backend=torch; do
@@ -63,6 +72,6 @@ for stage in $stages; do
           trainer=imagenet doctor.tune=false $(echo "$variant" | tr ',' '\n') \
           "doctor.out_dir=$OUT/doctor-${variant//[=,.]/-}" 2>&1 | tail -4 | sed "s/^/$variant /"
       done ;;
-    *) echo "unknown stage $stage (setup, tests, bench, doctor, doctor-variants, bench-shards)"; exit 2 ;;
+    *) echo "unknown stage $stage (setup, tests, bench, doctor, doctor-variants, bench-shards, bench-augment)"; exit 2 ;;
   esac
 done

@@ -41,10 +41,8 @@ class RandomInvert(Op):
         return F.invert(image) if p["invert"] else image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        from nvidia.dali import fn, types
-
         if p["invert"]:  # a DALI conditional on the fed flag
-            images = fn.cast(255 - images, dtype=types.UINT8)
+            images = 255.0 - images  # float32 pixels in [0, 255] in and out
         return images
 
     def torchvision(self) -> Any:
