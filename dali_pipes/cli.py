@@ -9,6 +9,7 @@ anything else is a bug and keeps Hydra's traceback.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 
@@ -20,6 +21,11 @@ from dali_pipes.errors import DaliPipesError
 
 
 def run(task: Callable[[DictConfig], object], config_name: str) -> None:
+    # Ctrl-C / SIGINT must reach the task (train saves a checkpoint at the batch it was in),
+    # even when this process was started with SIGINT ignored -- as a non-interactive shell
+    # starts background jobs, and as any child of a process that ignores it at that moment
+    # starts; Python keeps an inherited SIG_IGN instead of installing its handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     register_configs()
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
 

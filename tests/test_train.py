@@ -260,8 +260,18 @@ def test_sigint_stops_cleanly_with_a_final_checkpoint_and_resume_continues(tmp_p
         f"output_dir={tmp_path}",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Started with SIGINT ignored, as a non-interactive shell starts background jobs (and as
+    # a child of a process that ignores it at that moment starts): it must still be honoured.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dali_pipes.train", *args],
+        [
+            "sh",
+            "-c",
+            'trap "" INT; exec "$0" "$@"',
+            sys.executable,
+            "-m",
+            "dali_pipes.train",
+            *args,
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

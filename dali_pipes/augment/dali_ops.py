@@ -161,7 +161,7 @@ def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
     h, w = ctx.size
     interior = np.zeros((h, w, 1), dtype=np.float32)
     interior[1:-1, 1:-1] = 1.0
-    blurred = fn.filter(images, types.Constant(kernel), dtype=types.FLOAT)
+    blurred = fn.filter(images, ctx.constant(kernel), dtype=types.FLOAT)
     blurred = dmath.floor(blurred + 0.5)  # torch.round (half-way values do not occur here)
     return truncate(images + (blurred - images) * (inv * ctx.constant(interior)))
 
