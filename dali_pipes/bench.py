@@ -299,21 +299,18 @@ def _commit() -> str | None:
     """The checkout's commit (with ``+dirty`` for uncommitted changes), if it is one."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = str(Path(__file__).resolve().parent.parent)
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+        if done.returncode:
+            raise OSError(done.stderr)
+        return done.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except OSError:
         return None
     return head + ("+dirty" if dirty else "")
 

@@ -29,7 +29,8 @@ import torch
 import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import dali_ops
-from dali_pipes.augment.base import Context, Params, Row
+from dali_pipes.augment.base import Context, Op, Params, Row, number
+from dali_pipes.errors import require
 
 OPS = (
     "Identity",
@@ -386,8 +387,6 @@ def select(index: Any, branches: list[tuple[int, Callable[[Any], Any]]], images:
 
 def operations(op: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     """Validate an op's ``operations`` field: a subset of ``default`` (None: all of it)."""
-    from dali_pipes.errors import require
-
     chosen = op.operations
     if chosen is None:
         return default
@@ -400,3 +399,56 @@ def operations(op: Any, default: tuple[str, ...]) -> tuple[str, ...]:
 def kinds_of(table: Mapping[str, Range | None] | tuple[str, ...]) -> tuple[int, ...]:
     """The DALI branches needed for the operations named in ``table``."""
     return tuple(sorted({_KIND_OF[name] for name in table}))
+
+
+class SlotOp(Op):
+    """What the policy ops share: their slots' torch and DALI realisations.
+
+    A subclass is a frozen dataclass with ``interpolation`` and ``fill`` fields; it draws
+    its slots in :meth:`sample` (parameters under the prefixes of :meth:`prefixes`) and
+    says which DALI branches they can reach (:meth:`kinds`).
+    """
+
+    interpolation: str
+    fill: int
+
+    def check_warp(self) -> None:
+        """Validate ``interpolation`` and ``fill`` (for __post_init__)."""
+        number(self, "fill", 0, 255, integer=True)
+        require(
+            self.interpolation in INTERPOLATIONS,
+            "interpolation",
+            self.interpolation,
+            f"choose one of {INTERPOLATIONS}",
+        )
+
+    def prefixes(self) -> list[str]:
+        """The parameter-name prefix of each slot, in the order they are applied."""
+        return [""]
+
+    def kinds(self) -> tuple[int, ...]:
+        """The DALI branches the slots can reach."""
+        return tuple(range(len(KINDS)))
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        for prefix in self.prefixes():
+            image = torch_slot(image, p, prefix, self.interpolation, self.fill)
+        return image
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        kinds = self.kinds()
+        for prefix in self.prefixes():
+            images = dali_slot(images, p, prefix, kinds, self.interpolation, self.fill, ctx)
+        return images
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return dali_params(names, self.kinds())
+
+    def warp_options(self) -> dict[str, Any]:
+        """``interpolation`` and ``fill`` as torchvision's auto-augment transforms take them."""
+        from torchvision.transforms import v2
+
+        return {
+            "interpolation": v2.InterpolationMode(self.interpolation),
+            "fill": None if self.fill == 0 else self.fill,
+        }

@@ -7,15 +7,13 @@ are torchvision's ``AutoAugmentPolicy`` ones (``imagenet``, ``cifar10``, ``svhn`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from dali_pipes.augment import auto
-from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.base import Context, Params, register_op
 from dali_pipes.draws import choice
 from dali_pipes.errors import require
 
@@ -33,7 +31,7 @@ def _policy(name: str) -> list[tuple[tuple[str, float, int | None], ...]]:
 
 @register_op
 @dataclass(frozen=True)
-class AutoAugment(Op):
+class AutoAugment(auto.SlotOp):
     """torchvision ``AutoAugment(policy, interpolation, fill)``."""
 
     name = "autoaugment"
@@ -42,16 +40,8 @@ class AutoAugment(Op):
     fill: int = 0
 
     def __post_init__(self) -> None:
-        from dali_pipes.augment.base import number
-
         require(self.policy in POLICIES, "policy", self.policy, f"choose one of {POLICIES}")
-        number(self, "fill", 0, 255, integer=True)
-        require(
-            self.interpolation in auto.INTERPOLATIONS,
-            "interpolation",
-            self.interpolation,
-            f"choose one of {auto.INTERPOLATIONS}",
-        )
+        self.check_warp()
 
     def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The policy as arrays: op index, probability, magnitude bin, ``[P, 2]`` each."""
@@ -61,6 +51,13 @@ class AutoAugment(Op):
         bins = np.array([[m or 0 for _, _, m in s] for s in steps], dtype=np.float64)
         return ops, prob, bins
 
+    def prefixes(self) -> list[str]:
+        return ["0.", "1."]  # a sub-policy's two steps
+
+    def kinds(self) -> tuple[int, ...]:
+        names = {op for s in _policy(self.policy) for op, _, _ in s} | {"Identity"}
+        return auto.kinds_of(tuple(names))
+
     def draws(self) -> int:
         return 5  # sub-policy, then (applied, sign) for each of its two steps
 
@@ -68,38 +65,16 @@ class AutoAugment(Op):
         ops, prob, bins = self._table()
         pick = choice(u[:, 0], len(ops))
         params: Params = {}
-        for k in range(2):
+        for k, prefix in enumerate(self.prefixes()):
             applied = u[:, 1 + 2 * k] <= prob[pick, k]
             step_ops = np.where(applied, ops[pick, k], auto.OP_INDEX["Identity"])
             mags = auto.magnitudes(
                 auto.STANDARD, step_ops, bins[pick, k], u[:, 2 + 2 * k] <= 0.5, _BINS, ctx.size
             )
-            params.update(auto.slot_params(f"{k}.", step_ops, mags, ctx.size))
+            params.update(auto.slot_params(prefix, step_ops, mags, ctx.size))
         return params
-
-    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
-        for k in range(2):
-            image = auto.torch_slot(image, p, f"{k}.", self.interpolation, self.fill)
-        return image
-
-    def _kinds(self) -> tuple[int, ...]:
-        names = {op for s in _policy(self.policy) for op, _, _ in s} | {"Identity"}
-        return auto.kinds_of(tuple(names))
-
-    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        kinds = self._kinds()
-        for k in range(2):
-            images = auto.dali_slot(images, p, f"{k}.", kinds, self.interpolation, self.fill, ctx)
-        return images
-
-    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return auto.dali_params(names, self._kinds())
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
 
-        return v2.AutoAugment(
-            v2.AutoAugmentPolicy(self.policy),
-            interpolation=v2.InterpolationMode(self.interpolation),
-            fill=None if self.fill == 0 else self.fill,
-        )
+        return v2.AutoAugment(v2.AutoAugmentPolicy(self.policy), **self.warp_options())
