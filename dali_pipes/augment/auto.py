@@ -9,7 +9,7 @@ slots; this module turns slots into
 - the torch result, calling ``transforms.v2.functional`` exactly as torchvision's
   ``_AutoAugmentBase._apply_image_or_video_transform`` does;
 - the DALI feed: per slot a branch ``kind`` and the numbers that branch needs (the affine
-  matrix computed here in NumPy, enhance factors, posterize mask, solarize threshold), and
+  matrix computed here in NumPy, enhance factors, posterize step, solarize threshold), and
   the DALI graph that picks the branch per sample with DALI conditionals.
 
 Magnitude tables are torchvision's (``_AUGMENTATION_SPACE``), written as (low, high) of a
@@ -82,6 +82,7 @@ _KIND_OF = {
     "Equalize": 9,
     "Invert": 10,
 }
+_KIND_TABLE = np.array([_KIND_OF[name] for name in OPS], dtype=np.int32)  # op index -> kind
 INTERPOLATIONS = ("nearest", "bilinear")
 
 
@@ -284,7 +285,7 @@ def slot_params(prefix: str, ops: np.ndarray, mags: np.ndarray, size: tuple[int,
     return {
         f"{prefix}op": ops.astype(np.int32),
         f"{prefix}magnitude": mags,
-        f"{prefix}kind": np.array([_KIND_OF[OPS[int(o)]] for o in ops], dtype=np.int32),
+        f"{prefix}kind": _KIND_TABLE[ops],
         f"{prefix}matrix": warp_matrices(ops, mags, size),
         f"{prefix}factor": factor.astype(np.float32),
         f"{prefix}inv": (1.0 - factor).astype(np.float32),

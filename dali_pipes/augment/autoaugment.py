@@ -8,6 +8,7 @@ are torchvision's ``AutoAugmentPolicy`` ones (``imagenet``, ``cifar10``, ``svhn`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -21,12 +22,16 @@ POLICIES = ("imagenet", "cifar10", "svhn")
 _BINS = 10
 
 
-def _policy(name: str) -> list[tuple[tuple[str, float, int | None], ...]]:
-    """torchvision's sub-policies for ``name``: ((op, probability, magnitude bin), ...)."""
+@cache
+def _policy(name: str) -> tuple[tuple[tuple[str, float, int | None], ...], ...]:
+    """torchvision's sub-policies for ``name``: ((op, probability, magnitude bin), ...).
+
+    Cached: the torch backend draws per sample, and building torchvision's transform each
+    time would cost more than the draw."""
     from torchvision.transforms.v2 import AutoAugment as TV
     from torchvision.transforms.v2 import AutoAugmentPolicy
 
-    return [tuple(step) for step in TV(AutoAugmentPolicy(name))._policies]
+    return tuple(tuple(step) for step in TV(AutoAugmentPolicy(name))._policies)
 
 
 @register_op

@@ -110,14 +110,24 @@ class Pipeline:
         return None
 
     @cached_property
+    def _probe(self) -> Draw:
+        """One sample's parameters: their names and dtypes are fixed by the op list."""
+        return self.draw([self.size], [0], seed=0, epoch=0)
+
+    @cached_property
     def feed_layout(self) -> tuple[tuple[int, str], ...]:
         """(op index, parameter name) of each array :meth:`feed` returns, in order."""
-        probe = self.draw([self.size], [0], seed=0, epoch=0)
+        params = self._probe.params
         return tuple(
             (k, name)
-            for k, (op, params) in enumerate(zip(self.ops, probe.params, strict=True))
-            for name in op.dali_params(tuple(params))
+            for k, (op, p) in enumerate(zip(self.ops, params, strict=True))
+            for name in op.dali_params(tuple(p))
         )
+
+    @cached_property
+    def feed_dtypes(self) -> tuple[str, ...]:
+        """NumPy dtype names of :meth:`feed`'s arrays (the ``external_source`` types)."""
+        return tuple(self._probe.params[k][name].dtype.name for k, name in self.feed_layout)
 
     def feed(self, draw: Draw) -> list[np.ndarray]:
         """The ops' parameters as the arrays the DALI graph's ``external_source`` takes."""

@@ -237,9 +237,7 @@ class DaliLoader(Loader):
         from nvidia.dali import pipeline_def
 
         gpu = self.device.type == "cuda"
-        pipeline = self.spec.augment.pipeline(self.spec.train)
-        probe = pipeline.feed(pipeline.draw([pipeline.size], [0], 0, 0))
-        dtypes = [np.dtype(a.dtype).name for a in probe]
+        dtypes = list(self.spec.augment.pipeline(self.spec.train).feed_dtypes)
         # Conditionals: ops choose per sample (RandAugment's operation, a probability)
         # from the fed parameters with DALI `if` branches. DALI's AutoGraph rewrites the
         # graph function and what it calls, so nothing but graph code runs inside it.
