@@ -9,7 +9,9 @@ Drop it in where a ``torch.utils.data.DataLoader`` was::
             ...
 
 ``augment="randaugment"`` (any ``conf/augment`` preset) or a list of ops picks the
-augmentation. Keyword defaults are the config defaults (they are read from the same
+augmentation; a preset with batch ops (``"deit"``: mixup/cutmix, random erasing) yields
+soft targets, and ``loader.batch_stage`` is that stage as an object to call in a loop of
+one's own. Keyword defaults are the config defaults (they are read from the same
 dataclasses and presets), and :meth:`DALIIterator.from_config` builds one from a composed
 Hydra config instead.
 """
@@ -182,8 +184,8 @@ def augment_spec(
         for key in ("mean", "std", "dtype", "channels_last")
     }
     return AugmentSpec(
-        train=SplitAugment(crop=train_crop, ops=train_ops),
-        val=SplitAugment(crop=val_crop, ops=base.val.ops),
+        train=SplitAugment(crop=train_crop, ops=train_ops, batch=base.train.batch),
+        val=SplitAugment(crop=val_crop, ops=base.val.ops, batch=base.val.batch),
         imports=base.imports,
         **kept,
     )

@@ -18,6 +18,7 @@ from dali_pipes.errors import ConfigError, require
 
 if TYPE_CHECKING:
     from dali_pipes.augment import Pipeline
+    from dali_pipes.augment.batch import BatchStage
     from dali_pipes.sources import Source
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -41,7 +42,8 @@ def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
 class SplitAugment:
     """One split's augmentation, as configured: the decode-fused ``crop`` (its parameters,
     ``op`` naming it), then ``ops`` applied in the listed order (name -> parameters;
-    ``null`` disables one; an ``op`` key names the op when the name is only a label).
+    ``null`` disables one; an ``op`` key names the op when the name is only a label), then
+    the ``batch`` stage's ops on whole batches (mixup/cutmix, random erasing), same form.
 
     Turned into a :class:`~dali_pipes.augment.Pipeline` by :class:`AugmentSpec`, which
     knows the split's key for error messages.
@@ -49,6 +51,7 @@ class SplitAugment:
 
     crop: Any = field(default_factory=lambda: {"op": "random_resized_crop"})
     ops: Any = field(default_factory=lambda: {"hflip": {"p": 0.5}})
+    batch: Any = field(default_factory=dict)
 
 
 def _default_val() -> SplitAugment:
@@ -87,23 +90,40 @@ class AugmentSpec:
                     "check the module is on PYTHONPATH"
                 ) from None
         from dali_pipes.augment import parse_pipeline
+        from dali_pipes.augment.batch import batch_config, parse_batch
 
+        splits = (("train", self.train), ("val", self.val))
         pipelines = {
-            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}")
-            for split, aug in (("train", self.train), ("val", self.val))
+            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}") for split, aug in splits
         }
+        batches = {split: parse_batch(aug.batch, f"augment.{split}.batch") for split, aug in splits}
         object.__setattr__(self, "_pipelines", pipelines)
+        object.__setattr__(self, "_batches", batches)
         # Keep the canonical form (every parameter given), so equal pipelines compare equal.
         for split, pipeline in pipelines.items():
             crop, ops = pipeline.config()
-            object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops))
+            batch = batch_config(*batches[split])
+            object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops, batch=batch))
 
     def pipeline(self, train: bool) -> Pipeline:
         """The split's crop and ops, validated."""
         return self._pipelines["train" if train else "val"]  # type: ignore[attr-defined]
 
-    def out_size(self, train: bool) -> int:
-        return self.pipeline(train).crop.size
+    def out_size(self, train: bool, epoch: int = 0) -> int:
+        """The side of the split's output images in ``epoch`` (a resolution schedule moves it)."""
+        return self.pipeline(train).crop.size_at(epoch)
+
+    def batch_stage(
+        self, train: bool, num_classes: int, seed: int = 0, rank: int = 0
+    ) -> BatchStage | None:
+        """The split's batch stage for data of ``num_classes`` (None: no batch ops)."""
+        from dali_pipes.augment.batch import BatchStage
+
+        split = "train" if train else "val"
+        ops, _ = self._batches[split]  # type: ignore[attr-defined]
+        if not ops:
+            return None
+        return BatchStage(ops, num_classes, seed, rank, key=f"augment.{split}.batch")
 
 
 # --------------------------------------------------------------------------- data

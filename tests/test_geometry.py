@@ -27,7 +27,7 @@ def test_resize_shorter_matches_torchvision_output_size(hw: tuple[int, int], siz
 
 @pytest.mark.parametrize("hw", [(480, 640), (640, 480), (257, 256), (1000, 300), (256, 256)])
 def test_centre_crop_offsets_match_torchvision(hw: tuple[int, int]) -> None:
-    g = ResizeCenterCrop(size=224, resize=256).plan(np.array([hw]), np.zeros((1, 0)))
+    g = ResizeCenterCrop(size=224, resize=256).plan(np.array([hw]), np.zeros((1, 0)), 0)
     nh, nw = (int(v) for v in g.resize[0])
     ramp = torch.arange(nh * nw, dtype=torch.float64).view(1, nh, nw)
     top, left = (int(v) for v in g.crop[0])

@@ -6,6 +6,10 @@ Built-in ops (config name: module): ``random_resized_crop`` and ``resize_center_
 (:mod:`.gaussian_blur`), ``randaugment`` (:mod:`.randaugment`), ``trivialaugment``
 (:mod:`.trivialaugment`), ``autoaugment`` (:mod:`.autoaugment`). Register your own with
 :func:`register_op` (see the README).
+
+Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
+(:mod:`.mixup`, mixup and cutmix with soft targets) and ``random_erasing``
+(:mod:`.erasing`).
 """
 
 from __future__ import annotations
@@ -14,16 +18,21 @@ from dali_pipes.augment import (  # noqa: F401 - importing registers the built-i
     autoaugment,
     color_jitter,
     crop,
+    erasing,
     flip,
     gaussian_blur,
     grayscale,
+    mixup,
     randaugment,
     trivialaugment,
 )
 from dali_pipes.augment.base import Context, CropOp, Op, Params, Row, op_names, register_op
+from dali_pipes.augment.batch import BatchOp, BatchStage, register_batch_op
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline
 
 __all__ = [
+    "BatchOp",
+    "BatchStage",
     "Context",
     "CropOp",
     "Draw",
@@ -33,5 +42,6 @@ __all__ = [
     "Row",
     "op_names",
     "parse_pipeline",
+    "register_batch_op",
     "register_op",
 ]

@@ -48,8 +48,10 @@ class Context:
     """What an op may know besides its parameters.
 
     ``size``: (height, width) of every image the op sees -- the crop's output, the same for
-    the whole split. ``gpu``: the DALI graph runs on the GPU (its fed parameters arrive on
-    the CPU and must be moved before they meet GPU images in arithmetic).
+    the whole batch (a resolution schedule changes it between epochs, so a DALI graph,
+    built once, must not make constants of it). ``gpu``: the DALI graph runs on the GPU
+    (its fed parameters arrive on the CPU and must be moved before they meet GPU images in
+    arithmetic).
     """
 
     size: tuple[int, int]
@@ -116,9 +118,13 @@ class CropOp(Op):
 
     size: int
 
+    def size_at(self, epoch: int) -> int:
+        """The output side in ``epoch`` (``size`` unless the crop has a resolution schedule)."""
+        return self.size
+
     @abstractmethod
-    def plan(self, sizes: np.ndarray, u: np.ndarray) -> Geometry:
-        """Geometry for images of ``sizes`` ([B, 2] height, width) from ``u``."""
+    def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
+        """Geometry in ``epoch`` for images of ``sizes`` ([B, 2] height, width) from ``u``."""
 
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         return {}

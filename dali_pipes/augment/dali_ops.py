@@ -158,12 +158,14 @@ def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
 
     kernel = np.full((3, 3), np.float32(1.0 / 13.0), dtype=np.float32)
     kernel[1, 1] = np.float32(5.0 / 13.0)
-    h, w = ctx.size
-    interior = np.zeros((h, w, 1), dtype=np.float32)
-    interior[1:-1, 1:-1] = 1.0
     blurred = fn.filter(images, ctx.constant(kernel), dtype=types.FLOAT)
     blurred = dmath.floor(blurred + 0.5)  # torch.round (half-way values do not occur here)
-    return truncate(images + (blurred - images) * (inv * ctx.constant(interior)))
+    # The interior, found per sample (image sizes may change between epochs): a 3x3 box
+    # sum of ones with zeros outside is 9 exactly where the whole neighbourhood is inside.
+    ones = images[:, :, 0:1] * 0.0 + 1.0
+    box = fn.filter(ones, ctx.constant(np.ones((3, 3), dtype=np.float32)), border="constant")
+    interior = box > 8.5
+    return truncate(images + (blurred - images) * (inv * interior))
 
 
 def posterize(images: Any, step: Any) -> Any:

@@ -60,21 +60,19 @@ class Pipeline:
             },
         )
 
-    @property
-    def size(self) -> tuple[int, int]:
-        """(height, width) of the crop's output: what every op sees, what a batch holds."""
-        return (self.crop.size, self.crop.size)
-
-    def context(self, gpu: bool = False) -> Context:
-        return Context(size=self.size, gpu=gpu)
+    def size(self, epoch: int = 0) -> tuple[int, int]:
+        """(height, width) of the crop's output in ``epoch``: what every op sees, what a
+        batch holds."""
+        side = self.crop.size_at(epoch)
+        return (side, side)
 
     def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int) -> Draw:
         """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``."""
         hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         samples = np.asarray(ids, dtype=np.int64).reshape(-1)
         offset = self.crop.draws()
-        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset))
-        ctx = self.context()
+        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset), epoch)
+        ctx = Context(size=geometry.out)
         params = []
         for op in self.ops:
             n = op.draws()
@@ -86,7 +84,7 @@ class Pipeline:
 
     def apply_torch(self, image: torch.Tensor, draw: Draw, j: int) -> torch.Tensor:
         """The ops on sample ``j`` of ``draw``, a uint8 ``[3, H, W]`` crop (geometry done)."""
-        ctx = self.context()
+        ctx = Context(size=draw.geometry.out)
         for k, op in enumerate(self.ops):
             image = op.torch(image, draw.row(k, j), ctx)
         return image
@@ -112,7 +110,7 @@ class Pipeline:
     @cached_property
     def _probe(self) -> Draw:
         """One sample's parameters: their names and dtypes are fixed by the op list."""
-        return self.draw([self.size], [0], seed=0, epoch=0)
+        return self.draw([self.size()], [0], seed=0, epoch=0)
 
     @cached_property
     def feed_layout(self) -> tuple[tuple[int, str], ...]:
@@ -144,7 +142,8 @@ class Pipeline:
         per_op: list[dict[str, Any]] = [{} for _ in self.ops]
         for i, (k, name) in enumerate(self.feed_layout):
             per_op[k][name] = fed[i]
-        ctx = self.context(gpu)
+        # The size is a per-epoch value (a resolution schedule), not a graph constant.
+        ctx = Context(size=self.size(), gpu=gpu)
         if any(not isinstance(op, HorizontalFlip) for op in self.ops):
             images = dali_ops.pixels(images)  # ops pass float32 whole numbers (dali_ops)
         for k, op in enumerate(self.ops):

@@ -75,6 +75,11 @@ class Loader(ABC):
         self.bad = BadFiles()
         for path, reason in getattr(spec.source, "rejected", ()):
             self.bad.add(path, reason, count=False)
+        #: The split's batch ops (mixup/cutmix, random erasing), applied to every batch the
+        #: loader yields, on its device; None without any.
+        self.batch_stage = spec.augment.batch_stage(
+            spec.train, self.num_classes, spec.sampling.seed, spec.sampling.rank
+        )
 
     def __len__(self) -> int:
         return self.sampler.num_batches(self.spec.batch_size)
@@ -119,7 +124,21 @@ class Loader(ABC):
         self._start_batch = int(start_batch)
 
     def __iter__(self) -> Iterator[Batch]:
-        return self._epoch(self._take_epoch())
+        plan = self._take_epoch()
+        return self._staged(plan, self._epoch(plan))
+
+    def _staged(self, plan: EpochPlan, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """``batches`` through the batch stage, batch ``k`` keyed as the epoch's batch
+        ``plan.first + k`` (so a resumed epoch mixes as the uninterrupted one did)."""
+        stage = self.batch_stage
+        if stage is None:
+            return batches
+
+        def staged() -> Iterator[Batch]:
+            for k, (images, labels) in enumerate(batches, start=plan.first):
+                yield stage(images, labels, epoch=plan.epoch, position=k)
+
+        return staged()
 
     def _take_epoch(self) -> EpochPlan:
         epoch, start = self._next_epoch, self._start_batch

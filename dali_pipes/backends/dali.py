@@ -2,7 +2,8 @@
 
 Pipeline, per batch::
 
-    external_source (encoded bytes, label, crop window, resize ROI, op parameters)  <- feed
+    external_source (encoded bytes, label, crop window, resize ROI, output size,
+                     op parameters)  <- feed
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
       decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
     resize                antialiased linear, ROI -> output size
@@ -167,6 +168,7 @@ class _Feed:
             g.window[:, 2:].astype(np.float32),
             roi_start,
             roi_end,
+            np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1)),
             *self.pipeline.feed(draw),
         )
 
@@ -259,7 +261,6 @@ class DaliLoader(Loader):
         gpu = self.device.type == "cuda"
         aug = self.spec.augment
         pipeline = aug.pipeline(self.spec.train)
-        out = pipeline.size
         decoder: dict[str, Any] = {}
         if gpu:
             decoder = {
@@ -272,13 +273,14 @@ class DaliLoader(Loader):
                 decoder["device_memory_padding"] = self.options.device_memory_padding
             if self.options.host_memory_padding:
                 decoder["host_memory_padding"] = self.options.host_memory_padding
-        encoded, labels, anchor, shape, roi_start, roi_end, *fed = fn.external_source(
+        encoded, labels, anchor, shape, roi_start, roi_end, out, *fed = fn.external_source(
             source=self._feed,
-            num_outputs=6 + len(dtypes),
+            num_outputs=7 + len(dtypes),
             batch=True,
             dtype=[
                 types.UINT8,
                 types.INT64,
+                types.FLOAT,
                 types.FLOAT,
                 types.FLOAT,
                 types.FLOAT,
@@ -312,7 +314,7 @@ class DaliLoader(Loader):
             )
         images = fn.resize(
             images,
-            size=list(out),
+            size=out,  # fed: a resolution schedule changes it without a rebuild
             roi_start=roi_start,
             roi_end=roi_end,
             roi_relative=False,
@@ -335,8 +337,9 @@ class DaliLoader(Loader):
     def __iter__(self) -> Iterator[Batch]:
         if self._active is not None:  # an earlier epoch was left mid-way: drain it first
             self._active.close()
-        self._active = self._epoch(self._take_epoch())
-        return self._active
+        plan = self._take_epoch()
+        self._active = self._epoch(plan)
+        return self._staged(plan, self._active)
 
     def _epoch(self, plan: EpochPlan) -> Generator[Batch, None, None]:
         position = 0  # the next plan batch to yield

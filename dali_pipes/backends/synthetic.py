@@ -21,16 +21,20 @@ class SyntheticLoader(Loader):
     def __init__(self, spec: LoaderSpec) -> None:
         super().__init__(spec)
         self.device = resolve_device(spec.backend.device, "synthetic")
-        size = spec.augment.out_size(spec.train)
+        self._images = self._make(spec.augment.out_size(spec.train))
+        self._labels = torch.from_numpy(spec.source.labels)
+
+    def _make(self, size: int) -> torch.Tensor:
+        spec = self.spec
         g = torch.Generator().manual_seed(spec.sampling.seed)
         images = torch.randn(spec.batch_size, 3, size, size, generator=g)
         fmt = torch.channels_last if spec.augment.channels_last else torch.contiguous_format
-        self._images = images.to(
-            self.device, dtype=TORCH_DTYPES[spec.augment.dtype], memory_format=fmt
-        )
-        self._labels = torch.from_numpy(spec.source.labels)
+        return images.to(self.device, dtype=TORCH_DTYPES[spec.augment.dtype], memory_format=fmt)
 
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
+        size = self.spec.augment.out_size(self.spec.train, plan.epoch)
+        if self._images.shape[-1] != size:  # a resolution schedule moved on
+            self._images = self._make(size)
         for batch in plan.batches:
             labels = self._labels[torch.from_numpy(batch)].to(self.device, non_blocking=True)
             yield self._images[: len(batch)], labels
