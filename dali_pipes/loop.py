@@ -1,5 +1,9 @@
 """One training epoch and one evaluation pass. Backend-agnostic by construction: the
-loop only ever sees ``for images, labels in loader`` and ``loader.device``."""
+loop only ever sees ``for images, labels in loader`` and ``loader.device``.
+
+Labels come in two kinds, and the loop tells them apart by the tensor alone: int64 ``[N]``
+class indices, or float ``[N, C]`` soft targets (mixup/cutmix). The criterion takes
+either; accuracy counts a soft target's largest class as the label."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel
 from tqdm import tqdm
 
 from dali_pipes.backends.base import Loader
 from dali_pipes.metrics import correct_topk
+from dali_pipes.recipe import unwrap
 
 
 @dataclass
@@ -33,12 +39,18 @@ class StepConfig:
     channels_last: bool
     max_steps: int | None = None
     progress: bool = False
+    clip_grad_norm: float | None = None  # max norm of all gradients together; None = off
 
 
 def _prepare(images: torch.Tensor, cfg: StepConfig) -> torch.Tensor:
     if cfg.channels_last:  # a no-op when the loader already returns channels_last
         return images.contiguous(memory_format=torch.channels_last)
     return images
+
+
+def hard_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Class indices: the labels themselves, or each soft target's largest class."""
+    return labels.argmax(dim=1) if labels.ndim == 2 else labels
 
 
 def train_one_epoch(
@@ -51,9 +63,15 @@ def train_one_epoch(
     cfg: StepConfig,
     desc: str,
     stats: EpochStats | None = None,
+    ema: AveragedModel | None = None,
 ) -> EpochStats:
     """One pass over ``loader`` (at most ``cfg.max_steps`` steps), accumulated in ``stats``
-    as it goes, so a caller interrupted mid-epoch still knows how far it got."""
+    as it goes, so a caller interrupted mid-epoch still knows how far it got.
+
+    ``ema``, if given, is updated from the (unwrapped) model after every optimizer step.
+    With ``cfg.clip_grad_norm`` the gradients are unscaled (AMP) and clipped to that norm
+    before the step."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     model.train()
     device = loader.device
     steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
@@ -76,12 +94,17 @@ def train_one_epoch(
             loss = criterion(logits, labels)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        if cfg.clip_grad_norm is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+            nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
         scaler.step(optimizer)
         scaler.update()
         scheduler.step()
+        if ema is not None:
+            ema.update_parameters(unwrap(model))
         stats.steps += 1
         loss_sum += loss.detach().double() * len(labels)
-        correct += (logits.detach().argmax(dim=1) == labels).sum()
+        correct += (logits.detach().argmax(dim=1) == hard_labels(labels)).sum()
         stats.samples += len(labels)
         bar.update(1)
         if cfg.progress and (step % 10 == 0 or step == steps - 1):
@@ -110,7 +133,7 @@ def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepCo
         with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
             logits = model(_prepare(images, cfg))
             loss = criterion(logits.float(), labels)
-        top1, top5 = correct_topk(logits, labels, (1, 5))
+        top1, top5 = correct_topk(logits, hard_labels(labels), (1, 5))
         totals += torch.tensor(
             [float(loss) * len(labels), top1, top5], dtype=torch.float64, device=device
         )

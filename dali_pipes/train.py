@@ -6,14 +6,15 @@ rank 0 writes). ``train(cfg)`` is the plain function tests and notebooks call; `
 the thin Hydra wrapper that turns a :class:`DaliPipesError` into one line and exit code 2.
 
 Outputs go to ``output_dir`` (default ``outputs/<data>-<model>``): ``train.log``,
-``config.yaml``, ``metrics.csv``, ``tensorboard/`` and ``checkpoints/epoch_NNNN.pt``, each
-written atomically at the end of every epoch. ``resume=auto`` continues from the newest
-checkpoint there; starting without it where checkpoints exist is refused, so a run is
-never overwritten by accident.
+``config.yaml``, ``metrics.csv``, ``tensorboard/`` and ``checkpoints/epoch_NNNN.pt`` (with
+the EMA weights when ``trainer.ema_decay`` is set), each written atomically at the end of
+every epoch. ``resume=auto`` continues from the newest checkpoint there; starting without
+it where checkpoints exist is refused, so a run is never overwritten by accident.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import sys
@@ -31,11 +32,18 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dali_pipes import checkpoint, cli, distributed
 from dali_pipes.config import build_loader, seed_of, to_spec
+from dali_pipes.device import resolve_device
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.loop import EpochStats, StepConfig, evaluate, safe_div, train_one_epoch
 from dali_pipes.metrics import MetricsLog, summary_line
-from dali_pipes.recipe import TrainerSpec, make_optimizer, warmup_cosine
+from dali_pipes.recipe import (
+    TrainerSpec,
+    make_criterion,
+    make_ema,
+    make_optimizer,
+    make_scheduler,
+)
 
 log = logging.getLogger("dali_pipes.train")
 
@@ -116,11 +124,18 @@ def _resume_path(resume: str | None, ckpt_dir: Path) -> Path | None:
 
 
 def _epoch_row(
-    epoch: int, lr: float, tr: list[float], va: list[float], wait: float, secs: float, world: int
+    epoch: int,
+    lr: float,
+    tr: list[float],
+    va: list[float],
+    wait: float,
+    secs: float,
+    world: int,
+    ema: list[float] | None = None,
 ) -> dict[str, Any]:
     loss_sum, correct1, samples = tr
     vloss, v1, v5, vn = va
-    return {
+    row = {
         "epoch": epoch,
         "lr": lr,
         "train_loss": safe_div(loss_sum, samples),
@@ -128,11 +143,50 @@ def _epoch_row(
         "val_loss": safe_div(vloss, vn),
         "val_top1": safe_div(v1, vn),
         "val_top5": safe_div(v5, vn),
+    }
+    if ema is not None:  # the EMA weights on the same validation set
+        eloss, e1, e5, en = ema
+        row |= {
+            "ema_val_loss": safe_div(eloss, en),
+            "ema_val_top1": safe_div(e1, en),
+            "ema_val_top5": safe_div(e5, en),
+        }
+    return row | {
         "samples": int(samples),
         "images_per_s": safe_div(samples, secs),
         "data_wait": safe_div(wait, secs * world),
         "epoch_seconds": secs,
     }
+
+
+def _summary(row: dict[str, Any]) -> str:
+    """The epoch's summary line, with the EMA model's validation figures when there is one."""
+    keys = [k for k in ("ema_val_loss", "ema_val_top1", "ema_val_top5") if k in row]
+    return " | ".join([summary_line(row), *(f"{k} {row[k]:.4f}" for k in keys)])
+
+
+def _with_loader_memory_format(cfg: DictConfig, channels_last: bool) -> DictConfig:
+    """``cfg`` with ``augment.channels_last`` on when the trainer wants channels_last, so
+    the loader produces that layout (DALI writes NHWC memory; the torch and synthetic
+    backends convert where they normalise) and the loop's conversion is a no-op instead of
+    a copy of every batch. An ``augment.channels_last: true`` of the config stays on."""
+    if not channels_last or "augment" not in cfg or cfg.augment.get("channels_last", False):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    cfg.augment.channels_last = True
+    return cfg
+
+
+def _check_same_optimizer(state: dict[str, Any], spec: TrainerSpec, path: Path) -> None:
+    """An optimizer's state only loads into the same kind of optimizer (momentum buffers
+    are not Adam moments): refuse a resume that switched ``trainer.optimizer._target_``."""
+    trainer = (state.get("config") or {}).get("trainer") or {}
+    saved = (trainer.get("optimizer") or {}).get("_target_", "torch.optim.SGD")
+    if saved != spec.optimizer["_target_"]:
+        raise ConfigError(
+            f"trainer.optimizer._target_={spec.optimizer['_target_']!r} but {path} was "
+            f"trained with {saved!r}; resume with that optimizer or choose another output_dir="
+        )
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -145,6 +199,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         _prepare_output(out)
     _setup_logging(out, main)
     torch.manual_seed(seed_of(cfg) + where.rank)
+
+    # The device the backend will produce batches on, known before any loader exists, so
+    # the loader can be asked for the memory format the model wants.
+    backend = cfg.get("backend") or {}
+    planned = resolve_device(str(backend.get("device", "auto")), str(backend.get("name", "")))
+    cfg = _with_loader_memory_format(cfg, spec.use_channels_last(planned))
+    if planned.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest kernels
 
     train_loader = build_loader(cfg, "train")
     val_loader = build_loader(cfg, "val")
@@ -172,6 +234,8 @@ def _run(
     model = _build_model(cfg, train_loader.num_classes).to(device)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
+    # The EMA copies the plain model, before DDP attaches anything to its parameters.
+    ema = make_ema(model, spec.ema_decay) if spec.ema_decay is not None else None
     ddp = (
         DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         if distributed.active()
@@ -185,18 +249,34 @@ def _run(
         else min(len(train_loader), spec.max_steps_per_epoch)
     )
     optimizer = make_optimizer(model, spec, global_batch)
-    scheduler = warmup_cosine(optimizer, spec.epochs * steps, round(spec.warmup_epochs * steps))
+    scheduler = make_scheduler(optimizer, spec, steps, spec.epochs * steps)
     autocast = spec.autocast_dtype(device)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
-    criterion = nn.CrossEntropyLoss(label_smoothing=spec.label_smoothing)
-    step_cfg = StepConfig(autocast, channels_last, spec.max_steps_per_epoch, progress=main)
+    criterion = make_criterion(spec)
+    step_cfg = StepConfig(
+        autocast,
+        channels_last,
+        spec.max_steps_per_epoch,
+        progress=main,
+        clip_grad_norm=spec.clip_grad_norm,
+    )
+    # Compiled on top of DDP (Dynamo splits the graph at DDP's buckets, so the all-reduce
+    # still overlaps the backward); checkpoints keep the plain ``model``'s state_dict (no
+    # ``_orig_mod.`` prefix), so they load with or without compile.
+    net: nn.Module = torch.compile(ddp) if spec.compile else ddp  # type: ignore[assignment]
 
     ckpt_dir = out / "checkpoints"
     start_epoch, start_batch = 0, 0
     resume_from = distributed.broadcast(_resume_path(cfg.get("resume"), ckpt_dir) if main else None)
     if resume_from is not None:
         state = checkpoint.load(Path(resume_from))
+        _check_same_optimizer(state, spec, Path(resume_from))
         model.load_state_dict(state["model"])
+        if ema is not None:
+            if state.get("ema") is not None:
+                ema.load_state_dict(state["ema"])
+            else:
+                log.warning("%s has no EMA weights: the EMA starts from the model", resume_from)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
@@ -217,7 +297,8 @@ def _run(
         OmegaConf.save(cfg, out / "config.yaml")
         log.info(
             "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
-            "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s",
+            "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "
+            "optimizer %s, schedule %s, loss %s, ema %s, clip_grad_norm %s%s",
             cfg.model.name,
             cfg.data.name,
             train_loader.num_classes,
@@ -231,6 +312,12 @@ def _run(
             spec.peak_lr(global_batch),
             {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[autocast],
             "channels_last" if channels_last else "contiguous",
+            spec.optimizer["_target_"],
+            spec.schedule["_target_"],
+            spec.loss,
+            spec.ema_decay or "off",
+            spec.clip_grad_norm or "off",
+            ", torch.compile" if spec.compile else "",
         )
 
     def save(epoch: int, interrupted_at: int | None, rng: list[Any], row: dict[str, Any]) -> Path:
@@ -240,6 +327,7 @@ def _run(
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
             "scaler": scaler.state_dict(),
+            "ema": None if ema is None else ema.state_dict(),
             "loader": {
                 "next_epoch": position[0],
                 "start_batch": position[1],
@@ -264,7 +352,7 @@ def _run(
             limit = None if spec.max_steps_per_epoch is None else spec.max_steps_per_epoch - first
             tr = EpochStats(steps=first)
             train_one_epoch(
-                ddp,
+                net,
                 train_loader,
                 criterion,
                 optimizer,
@@ -273,8 +361,11 @@ def _run(
                 replace(step_cfg, max_steps=limit),
                 f"epoch {epoch}",
                 tr,
+                ema,
             )
-            va = evaluate(ddp, val_loader, criterion, step_cfg)
+            va = evaluate(net, val_loader, criterion, step_cfg)
+            ev = None if ema is None else evaluate(ema, val_loader, criterion, step_cfg)
+            ema_sums = [] if ev is None else [ev.loss_sum, ev.correct1, ev.correct5, ev.samples]
             sums = distributed.sum_(
                 [
                     tr.loss_sum,
@@ -286,16 +377,18 @@ def _run(
                     va.correct5,
                     va.samples,
                     train_loader.skipped,
+                    *ema_sums,
                 ],
                 device,
             )
             secs = distributed.max_(tr.seconds, device)
-            row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, world)
+            ema_row = sums[9:13] if ev is not None else None
+            row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, world, ema_row)
             row["skipped"] = int(sums[8])
             rng = distributed.gather(_rng_state(device))
             if main:
                 assert metrics is not None
-                log.info(summary_line(row))
+                log.info(_summary(row))
                 metrics.write(row)
                 save(epoch, None, rng, row)
     except KeyboardInterrupt:

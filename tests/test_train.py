@@ -12,13 +12,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from conftest import IDENTITY_CLASSES, gpu
+from torch import nn
 
-from dali_pipes import compose_config
+from dali_pipes import compose_config, loop
 from dali_pipes.checkpoint import latest
+from dali_pipes.errors import ConfigError
+from dali_pipes.loop import StepConfig
 from dali_pipes.recipe import TrainerSpec, param_groups, warmup_cosine
 from dali_pipes.train import train
 
@@ -297,3 +301,168 @@ def test_sigint_stops_cleanly_with_a_final_checkpoint_and_resume_continues(tmp_p
     assert int(epochs[1]["samples"]) < 720 < int(epochs[2]["samples"]) + 1, (
         "epoch 1 continued, not redone"
     )
+
+
+# --------------------------------------------------------------------------- recipe knobs
+# Short runs: a few steps an epoch on the small sample set; backend=synthetic where the
+# pixels do not matter (no decoding), so each costs seconds on a 2-core machine.
+SYNTHETIC = ["backend=synthetic", *TINY[:-1]]
+
+
+def test_adamw_trains_and_its_loss_falls_and_resume_refuses_another_optimizer(
+    tmp_path: Path,
+) -> None:
+    adamw = [
+        *TINY,
+        "trainer.optimizer._target_=torch.optim.AdamW",
+        "trainer.base_lr=0.001",
+        "trainer.lr_reference_batch=8",
+        "trainer.weight_decay=0.05",
+        "trainer.warmup_epochs=0",
+        "trainer.max_steps_per_epoch=5",
+        f"output_dir={tmp_path}",
+    ]
+    train(compose_config([*adamw, "trainer.epochs=3"]))
+    losses = [float(r["train_loss"]) for r in rows(tmp_path)]
+    assert losses[-1] < losses[0] - 0.1, losses
+    ckpt = latest(tmp_path / "checkpoints")
+    assert ckpt is not None
+    state = torch.load(ckpt, weights_only=False)
+    assert "exp_avg" in next(iter(state["optimizer"]["state"].values())), "Adam moments saved"
+    sgd = [*adamw, "trainer.epochs=4", "trainer.optimizer._target_=torch.optim.SGD"]
+    with pytest.raises(ConfigError, match=r"^trainer\.optimizer\._target_='torch\.optim\.SGD'"):
+        train(compose_config([*sgd, "resume=auto"]))
+
+
+def test_ema_is_evaluated_logged_checkpointed_and_restored_on_resume(tmp_path: Path) -> None:
+    args = [
+        *SYNTHETIC,
+        "trainer.ema_decay=0.9",
+        "trainer.max_steps_per_epoch=3",
+        f"output_dir={tmp_path}",
+    ]
+    train(compose_config([*args, "trainer.epochs=2"]))
+    first = rows(tmp_path)
+    assert all(math.isfinite(float(r[k])) for r in first for k in ("ema_val_loss", "ema_val_top1"))
+    assert "ema_val_top1" in (tmp_path / "train.log").read_text()
+    ckpt = latest(tmp_path / "checkpoints")
+    assert ckpt is not None
+    state = torch.load(ckpt, weights_only=False)
+    assert int(state["ema"]["n_averaged"]) == 6, "updated after each of the 6 optimizer steps"
+    assert not torch.equal(state["ema"]["module.head.weight"], state["model"]["head.weight"])
+
+    train(compose_config([*args, "trainer.epochs=3", "resume=auto"]))
+    ckpt = latest(tmp_path / "checkpoints")
+    assert ckpt is not None and ckpt.name == "epoch_0002.pt"
+    resumed = torch.load(ckpt, weights_only=False)
+    assert int(resumed["ema"]["n_averaged"]) == 9, "the EMA continued from the checkpoint"
+    assert [r["epoch"] for r in rows(tmp_path)] == ["0", "1", "2"]
+
+
+def test_compiled_training_saves_the_plain_state_dict_and_resumes_without_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.compile with the aot_eager backend: Dynamo and AOTAutograd trace the model as
+    with inductor (the same wrapper, the same ``_orig_mod.`` names), without inductor's
+    C++ code generation, which costs ~50 s on a 2-core CPU; the GPU test below compiles
+    with inductor."""
+    compiled: list[nn.Module] = []
+    real_compile = torch.compile
+
+    def compile_eagerly(model: nn.Module, **kwargs: Any) -> Any:
+        compiled.append(model)
+        return real_compile(model, backend="aot_eager", **kwargs)
+
+    monkeypatch.setattr(torch, "compile", compile_eagerly)
+    # 24 validation images: whole batches of 8, so evaluation compiles one shape, not two.
+    args = [
+        *SYNTHETIC,
+        "data.val_per_class=4",
+        "trainer.max_steps_per_epoch=2",
+        f"output_dir={tmp_path}",
+    ]
+    row = train(compose_config([*args, "trainer.epochs=1", "trainer.compile=true"]))
+    assert len(compiled) == 1 and math.isfinite(row["train_loss"])
+    ckpt = latest(tmp_path / "checkpoints")
+    assert ckpt is not None
+    keys = set(torch.load(ckpt, weights_only=False)["model"])
+    assert "head.weight" in keys and not any("_orig_mod" in k for k in keys)
+    row = train(compose_config([*args, "trainer.epochs=2", "resume=auto"]))
+    assert len(compiled) == 1, "the resumed run does not compile"
+    assert row["epoch"] == 1 and math.isfinite(row["train_loss"])
+
+
+@gpu
+def test_gpu_compiled_training_with_ema_and_clipping_runs(tmp_path: Path) -> None:
+    """Inductor (Triton) compile, bf16 autocast, channels_last from the loader, EMA, clipping."""
+    row = train(
+        compose_config(
+            [
+                *TINY,
+                "trainer.compile=true",
+                "trainer.ema_decay=0.99",
+                "trainer.clip_grad_norm=1.0",
+                "trainer.epochs=2",
+                "trainer.max_steps_per_epoch=4",
+                f"output_dir={tmp_path}",
+            ]
+        )
+    )
+    assert math.isfinite(row["train_loss"]) and math.isfinite(row["ema_val_loss"])
+    assert torch.backends.cudnn.benchmark
+    log = (tmp_path / "train.log").read_text()
+    assert "torch.compile" in log and "channels_last" in log and "autocast bf16" in log
+    ckpt = latest(tmp_path / "checkpoints")
+    assert ckpt is not None
+    assert not any("_orig_mod" in k for k in torch.load(ckpt, weights_only=False)["model"])
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_channels_last_on_makes_the_loader_emit_it_and_the_model_gets_that_tensor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """trainer.channels_last=on (on the CPU, where auto is off): the loader's batches are
+    already channels_last, so the loop hands the model the loader's tensor, not a copy."""
+    seen: list[tuple[bool, bool]] = []
+    prepare = loop._prepare
+
+    def spy(images: torch.Tensor, cfg: StepConfig) -> torch.Tensor:
+        out = prepare(images, cfg)
+        seen.append((images.is_contiguous(memory_format=torch.channels_last), out is images))
+        return out
+
+    monkeypatch.setattr(loop, "_prepare", spy)
+    extra = ["backend.num_workers=0"] if backend == "torch" else ["backend.num_threads=1"]
+    train(
+        compose_config(
+            [
+                f"backend={backend}",
+                *TINY[:-1],
+                *extra,
+                "trainer.channels_last=on",
+                "trainer.epochs=1",
+                "trainer.max_steps_per_epoch=2",
+                f"output_dir={tmp_path}",
+            ]
+        )
+    )
+    assert len(seen) >= 2 and all(cl and same for cl, same in seen), seen
+    assert "channels_last: true" in (tmp_path / "config.yaml").read_text()
+
+
+def test_an_unknown_optimizer_fails_in_one_line_before_any_data_is_read(tmp_path: Path) -> None:
+    """The data root does not exist either: the optimizer is checked first."""
+    done = run_cli(
+        [
+            "data=folder",
+            f"data.root={tmp_path / 'missing'}",
+            "trainer.optimizer._target_=torch.optim.Nope",
+            f"output_dir={tmp_path / 'out'}",
+        ],
+        timeout=120,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("dali_pipes: error: trainer.optimizer._target_='torch.optim.Nope'")
+    assert not (tmp_path / "out").exists(), "nothing written"
