@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from dali_pipes.augment.batch import one_hot
 from dali_pipes.errors import ConfigError, require
 
 AMP = ("auto", "bf16", "fp16", "off")
@@ -392,13 +393,6 @@ def warmup_step(
 # --------------------------------------------------------------------------- loss
 
 
-def smoothed_one_hot(labels: torch.Tensor, num_classes: int, smoothing: float) -> torch.Tensor:
-    """timm's smoothed one-hot: ``1 - s + s/C`` on the label, ``s/C`` elsewhere."""
-    off = smoothing / num_classes
-    targets = torch.full((len(labels), num_classes), off, device=labels.device)
-    return targets.scatter_(1, labels.view(-1, 1), 1.0 - smoothing + off)
-
-
 def soft_target_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """``(-targets * log_softmax(logits)).sum(-1).mean()`` (timm's SoftTargetCrossEntropy)."""
     return (-targets * F.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
@@ -431,7 +425,7 @@ class TargetLoss(nn.Module):
                 return soft_target_cross_entropy(logits, targets.float())
             return F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
         if not soft:
-            targets = smoothed_one_hot(targets, logits.shape[1], self.label_smoothing)
+            targets = one_hot(targets, logits.shape[1], self.label_smoothing)
         return F.binary_cross_entropy_with_logits(logits, targets.float())
 
 
