@@ -120,10 +120,10 @@ class AugmentSpec:
         from dali_pipes.augment.batch import BatchStage
 
         split = "train" if train else "val"
-        ops, _ = self._batches[split]  # type: ignore[attr-defined]
+        ops, labels = self._batches[split]  # type: ignore[attr-defined]
         if not ops:
             return None
-        return BatchStage(ops, num_classes, seed, rank, key=f"augment.{split}.batch")
+        return BatchStage(ops, num_classes, seed, rank, f"augment.{split}.batch", labels)
 
 
 # --------------------------------------------------------------------------- data

@@ -16,24 +16,12 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import IDENTITY_CLASSES, gpu
+from test_contract import KINDS, MEAN, SIZE, STD, N  # the hard-label suite's images and kinds
 from torch.utils.data import DataLoader, DistributedSampler, default_collate
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
 from dali_pipes import build_loader, compose_config
-
-N = sum(IDENTITY_CLASSES.values())  # 17 images, one class each
-SIZE = 32
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-KINDS = [
-    "reference",
-    "torch",
-    "dali-cpu",
-    "synthetic",
-    pytest.param("dali-gpu", marks=gpu),
-    pytest.param("torch-gpu", marks=gpu),
-]
 
 
 class Reference:

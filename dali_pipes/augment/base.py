@@ -41,6 +41,7 @@ Params = dict[str, np.ndarray]
 Row = Mapping[str, Any]
 
 OpClass = TypeVar("OpClass", bound="type[Op]")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -146,17 +147,41 @@ def register_op(cls: OpClass) -> OpClass:
 
     Registering another class under a taken name is refused (one name, one op).
     """
+    add_to_registry(_OPS, cls, "op")
+    return cls
+
+
+def add_to_registry(registry: dict[str, Any], cls: type, what: str) -> None:
+    """Put ``cls`` into ``registry`` under its ``name`` (the op and batch-op registries).
+
+    Registering another class under a taken name is refused (one name, one op)."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to be registered")
-    known = _OPS.get(name)
+    known = registry.get(name)
     if known is not None and (known.__module__, known.__qualname__) != (
         cls.__module__,
         cls.__qualname__,
     ):
-        raise ValueError(f"op name {name!r} is taken by {known.__module__}.{known.__qualname__}")
-    _OPS[name] = cls
-    return cls
+        taken = f"{known.__module__}.{known.__qualname__}"
+        raise ValueError(f"{what} name {name!r} is taken by {taken}")
+    registry[name] = cls
+
+
+def construct(cls: type[T], params: Mapping[str, Any], key: str, name: str) -> T:
+    """``cls(**params)`` for the config entry at ``key``: an unknown parameter or a value
+    the class refuses is a one-line :class:`ConfigError` naming the key."""
+    allowed = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    for param in params:
+        if param not in allowed:
+            raise ConfigError(
+                f"{key}.{param} is not a parameter of {name}; "
+                f"its parameters are {', '.join(allowed) or '(none)'}"
+            )
+    try:
+        return cls(**params)
+    except ConfigError as exc:
+        raise ConfigError(f"{key}.{exc}") from None
 
 
 def op_names(crop: bool | None = None) -> tuple[str, ...]:
@@ -187,17 +212,7 @@ def build_op(entry: Any, key: str, default_name: str | None = None, crop: bool =
             raise ConfigError(
                 f"{key}: unknown {kind} {name!r}; known {kind}s: {', '.join(op_names(crop))}"
             )
-        allowed = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-        for param in params:
-            if param not in allowed:
-                raise ConfigError(
-                    f"{key}.{param} is not a parameter of {name}; "
-                    f"its parameters are {', '.join(allowed) or '(none)'}"
-                )
-        try:
-            op = cls(**params)
-        except ConfigError as exc:
-            raise ConfigError(f"{key}.{exc}") from None
+        op = construct(cls, params, key, str(name))
     if isinstance(op, CropOp) != crop:
         raise ConfigError(f"{key}: {op.name} cannot be used as a{' crop' if crop else 'n op'}")
     return op

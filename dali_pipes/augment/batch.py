@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
 
+from dali_pipes.augment.base import add_to_registry, construct
 from dali_pipes.errors import ConfigError
 
 BatchOpClass = TypeVar("BatchOpClass", bound="type[BatchOp]")
@@ -66,13 +67,7 @@ _BATCH_OPS: dict[str, type[BatchOp]] = {}
 
 def register_batch_op(cls: BatchOpClass) -> BatchOpClass:
     """Class decorator: make ``cls`` usable by its ``name`` under ``augment.<split>.batch``."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to be registered")
-    known = _BATCH_OPS.get(name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"batch op name {name!r} is taken by {known.__qualname__}")
-    _BATCH_OPS[name] = cls
+    add_to_registry(_BATCH_OPS, cls, "batch op")
     return cls
 
 
@@ -107,17 +102,7 @@ def parse_batch(entries: Any, key: str) -> tuple[tuple[BatchOp, ...], tuple[str,
                 f"{where}: unknown batch op {name!r}; known batch ops: "
                 f"{', '.join(batch_op_names())}"
             )
-        allowed = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-        for param in params:
-            if param not in allowed:
-                raise ConfigError(
-                    f"{where}.{param} is not a parameter of {name}; "
-                    f"its parameters are {', '.join(allowed)}"
-                )
-        try:
-            ops.append(cls(**params))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}.{exc}") from None
+        ops.append(construct(cls, params, where, name))
         labels.append(str(label))
     return tuple(ops), tuple(labels)
 
@@ -146,10 +131,12 @@ class BatchStage:
     seed: int = 0
     rank: int = 0
     key: str = "augment.train.batch"
+    labels: tuple[str, ...] = ()  # the ops' keys in the config (default: their names)
 
     def __post_init__(self) -> None:
-        for op in self.ops:
-            op.check(self.num_classes, f"{self.key}.{op.name}")
+        labels = self.labels or tuple(op.name for op in self.ops)
+        for label, op in zip(labels, self.ops, strict=True):
+            op.check(self.num_classes, f"{self.key}.{label}")
 
     @property
     def soft_targets(self) -> bool:
