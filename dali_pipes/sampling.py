@@ -7,6 +7,18 @@ Without ``drop_last`` the permutation is padded with its own head so every rank 
 same number of samples (and DDP never waits on a rank that ran out); with ``drop_last`` the
 tail that does not divide evenly is dropped. Batching then cuts the rank's samples into
 ``batch_size`` pieces, keeping or dropping the last partial batch.
+
+Resuming part-way (``start``: samples of the epoch order already consumed, across all
+ranks). Because rank ``r`` takes every ``world_size``-th sample, after ``k`` batches on every
+rank the samples consumed are exactly the first ``k * batch_size * world_size`` of the
+(padded) epoch order, whatever the world size was. So the rest of an epoch is described by
+``(epoch, start)`` alone, and it is dealt out again by the same rule, for any world size:
+the remaining order ``order[start:]``, padded by carrying on from the head of the epoch
+order (or with ``drop_last`` cut to a multiple of the world size), every
+``world_size``-th sample to a rank. With ``start=0`` that is ``DistributedSampler``; with
+the world size and batch size of the run that consumed ``start`` samples it is exactly
+that run's continuation, padding included (so resuming, even twice, changes nothing); with
+another world size every remaining sample is read once, plus only the padding.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dali_pipes.errors import ConfigError
 from dali_pipes.shards import ShardLayout
 from dali_pipes.spec import SamplingSpec
 
@@ -31,33 +44,58 @@ class ShardSampler:
     @property
     def num_samples(self) -> int:
         """Samples this rank reads per epoch (the same on every rank)."""
-        n, world = self.num_items, self.spec.world_size
-        if self.spec.drop_last and n % world:
-            return math.ceil((n - world) / world)
-        return math.ceil(n / world)
+        return self._share(self.num_items)
 
-    def indices(self, epoch: int) -> np.ndarray:
-        n = self.num_items
+    def _share(self, count: int) -> int:
+        """One rank's share of ``count`` samples: DistributedSampler's rule (with
+        ``drop_last`` whole rounds only, else rounded up and padded)."""
+        world = self.spec.world_size
+        return count // world if self.spec.drop_last else math.ceil(count / world)
+
+    def remaining(self, start: int) -> int:
+        """Samples this rank reads of an epoch of which ``start`` were already consumed."""
+        return self._share(max(self.num_items - start, 0))
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The epoch order of all samples (before padding and sharding): f(seed, epoch)."""
         if self.spec.shuffle:
             g = torch.Generator()
             g.manual_seed(self.spec.seed + epoch)
-            order = torch.randperm(n, generator=g).numpy()
-        else:
-            order = np.arange(n)
-        total = self.num_samples * self.spec.world_size
-        # Pad with the head of the order (repeated if needed), or drop the uneven tail.
-        order = np.resize(order, total) if total > n else order[:total]
-        return order[self.spec.rank : total : self.spec.world_size].astype(np.int64)
+            return torch.randperm(self.num_items, generator=g).numpy()
+        return np.arange(self.num_items)
 
-    def num_batches(self, batch_size: int) -> int:
+    def indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        """This rank's samples of ``epoch`` after the first ``start`` of the epoch order."""
+        order = self.order(epoch)
+        rest = order[start:]
+        total = self.remaining(start) * self.spec.world_size
+        # Pad by carrying on from the head of the epoch order (repeated if needed), or drop
+        # the uneven tail: at start=0 exactly DistributedSampler's padding.
+        if total > len(rest):
+            rest = np.concatenate([rest, np.resize(order, total - len(rest))])
+        return rest[self.spec.rank : total : self.spec.world_size].astype(np.int64)
+
+    def num_batches(self, batch_size: int, start: int = 0) -> int:
+        """Batches this rank yields (from ``start``: see :meth:`indices`)."""
         if self.spec.drop_last:
-            return self.num_samples // batch_size
-        return math.ceil(self.num_samples / batch_size)
+            return self.remaining(start) // batch_size
+        return math.ceil(self.remaining(start) / batch_size)
 
-    def batches(self, epoch: int, batch_size: int) -> list[np.ndarray]:
-        order = self.indices(epoch)
-        count = self.num_batches(batch_size)
+    def batches(self, epoch: int, batch_size: int, start: int = 0) -> list[np.ndarray]:
+        """This rank's batches of ``epoch`` after the first ``start`` samples of its order."""
+        order = self.indices(epoch, start)
+        count = self.num_batches(batch_size, start)
         return [order[i * batch_size : (i + 1) * batch_size] for i in range(count)]
+
+    def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
+        """Raise unless this sampler can continue an epoch of which ``start`` samples were
+        consumed by ``world_size`` ranks, cutting the rest into batches of ``batch_size``:
+        for files any world and batch size can (see the module docstring)."""
+        if not 0 <= start <= self.num_items:
+            raise ConfigError(
+                f"loader state samples_seen={start} is invalid: must be in "
+                f"[0, num_items={self.num_items}]"
+            )
 
 
 @dataclass(frozen=True)
@@ -69,6 +107,12 @@ class StreamSampler(ShardSampler):
     or truncated exactly like :class:`ShardSampler`, so every rank has the same length and
     the ranks' samples are disjoint), then samples are shuffled within consecutive windows
     of ``layout.shuffle_buffer``. The same order in every backend: f(seed, epoch, rank).
+
+    Ranks own contiguous runs, so what has been consumed is not a prefix of one order but
+    the head of every rank's run: an epoch resumes part-way only on the world size that
+    consumed ``start`` samples, each rank from ``start / world_size`` into its run, and only
+    at a batch boundary (DALI's webdataset reader restarts there). A different world size
+    is refused in one line (:meth:`check_resume`); the next epoch can start on any.
     """
 
     layout: ShardLayout | None = None
@@ -98,14 +142,34 @@ class StreamSampler(ShardSampler):
             else 1
         )
 
-    def indices(self, epoch: int) -> np.ndarray:
+    def remaining(self, start: int) -> int:
+        return max(self.num_samples - start // self.spec.world_size, 0)
+
+    def indices(self, epoch: int, start: int = 0) -> np.ndarray:
         mine = self.stream(epoch)
         window, spec = self.window, self.spec
         if window > 1:
             rng = np.random.default_rng([spec.seed, epoch, spec.rank])
-            for start in range(0, len(mine), window):
-                rng.shuffle(mine[start : start + window])
-        return mine
+            for first in range(0, len(mine), window):
+                rng.shuffle(mine[first : first + window])
+        return mine[start // spec.world_size :]
+
+    def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
+        if start and world_size != self.spec.world_size:
+            raise ConfigError(
+                f"loader state saved on world_size={world_size} cannot resume a packed dataset "
+                f"(data=shards) mid-epoch on world_size={self.spec.world_size}: its ranks read "
+                "contiguous runs of shards; resume on the saved world size, or start the next "
+                "epoch with set_epoch"
+            )
+        super().check_resume(start, world_size, batch_size)
+        per_rank = start // world_size
+        if start % world_size or per_rank % batch_size:
+            raise ConfigError(
+                f"loader state samples_seen={start} is {start / world_size:g} samples per rank, "
+                f"not whole batches of batch_size={batch_size}, which a packed dataset "
+                "(data=shards) needs to resume mid-epoch; resume with the saved batch size"
+            )
 
 
 def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> ShardSampler:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.normalize import Batch
-from dali_pipes.sampling import sampler_for
+from dali_pipes.sampling import StreamSampler, sampler_for
 from dali_pipes.spec import LoaderSpec
 
 log = logging.getLogger("dali_pipes.data")
+
+#: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.
+STATE_VERSION = 1
 
 
 class BadFiles:
@@ -53,6 +57,18 @@ class EpochPlan:
     first: int = 0
 
 
+@dataclass
+class _Progress:
+    """How far the latest ``iter`` got, for :meth:`Loader.state_dict` (mutable: counted as
+    batches are handed over)."""
+
+    epoch: int
+    start: int  # samples of the epoch order consumed before this run, across all ranks
+    batches: int  # batches this run yields at most
+    yielded: int = 0
+    ended: bool = False  # the backend's iterator is exhausted
+
+
 class Loader(ABC):
     """Behaves like ``DataLoader(ImageFolder, sampler=DistributedSampler)`` with transforms.
 
@@ -62,6 +78,11 @@ class Loader(ABC):
 
     With ``on_error=skip`` a file that cannot be read or decoded is reported once
     (:attr:`bad_files`), counted (:attr:`skipped`) and left out of its batch.
+
+    :meth:`state_dict` / :meth:`load_state_dict` save and restore the position in an epoch
+    (torchdata's ``StatefulDataLoader`` convention), also onto another world size or batch
+    size: see :meth:`state_dict`. ``len(loader)`` stays the full epoch's count when an
+    epoch is resumed part-way; the resumed iterator simply ends earlier.
     """
 
     device: torch.device
@@ -70,8 +91,12 @@ class Loader(ABC):
         self.spec = spec
         layout = getattr(spec.source, "layout", None)
         self.sampler = sampler_for(len(spec.source), spec.sampling, layout)
+        # What the next ``iter`` runs: the epoch, the samples of its order already consumed
+        # (across all ranks) and the epoch's batch number of its first batch.
         self._next_epoch = 0
-        self._start_batch = 0
+        self._start = 0
+        self._first = 0
+        self._run: _Progress | None = None  # the latest iter's progress; None after set_epoch
         self.bad = BadFiles()
         for path, reason in getattr(spec.source, "rejected", ()):
             self.bad.add(path, reason, count=False)
@@ -121,7 +146,104 @@ class Loader(ABC):
         if not 0 <= start_batch <= len(self):
             raise ConfigError(f"start_batch={start_batch} is invalid: must be in [0, {len(self)}]")
         self._next_epoch = int(epoch)
-        self._start_batch = int(start_batch)
+        self._start = int(start_batch) * self._round
+        self._first = int(start_batch)
+        self._run = None
+
+    @property
+    def _round(self) -> int:
+        """Samples one batch on every rank consumes."""
+        return self.spec.batch_size * self.spec.sampling.world_size
+
+    @property
+    def start_batch(self) -> int:
+        """The epoch's batch number the next ``iter`` starts at: ``set_epoch``'s
+        ``start_batch``, or after :meth:`load_state_dict` the batches of this loader's size
+        and world size the saved position amounts to (0 once an ``iter`` has begun)."""
+        return self._first
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader is in its epochs, as plain ints, strings and bools (it goes
+        into checkpoints read with ``torch.load(weights_only=True)``).
+
+        ``epoch`` and ``samples_seen``: the epoch and how many samples of its order the
+        batches yielded so far by the latest ``iter`` consumed across all ranks (a batch
+        counts once it is handed over; files skipped as bad count too, as positions).
+        Once an epoch is fully consumed the state points at the start of the next one;
+        before any ``iter`` it is what :meth:`set_epoch` (or :meth:`load_state_dict`) set.
+        Ranks that consumed the same number of batches return the same state, so any
+        rank's can be saved. ``seed``, ``num_items``, ``shuffle`` and ``sampler`` identify the
+        order (checked on load); ``world_size``, ``batch_size`` and ``drop_last`` record the
+        run that saved it.
+        """
+        run = self._run
+        if run is None:  # nothing iterated since set_epoch / load_state_dict / construction
+            epoch, seen = self._next_epoch, self._start
+            done = self.sampler.num_batches(self.spec.batch_size, seen) == 0
+        else:
+            epoch, seen = run.epoch, run.start + run.yielded * self._round
+            done = run.ended or run.yielded >= run.batches
+        if done:
+            epoch, seen = epoch + 1, 0
+        sampling = self.spec.sampling
+        return {
+            "version": STATE_VERSION,
+            "epoch": int(epoch),
+            "samples_seen": int(seen),
+            "seed": int(sampling.seed),
+            "num_items": int(self.sampler.num_items),
+            "shuffle": bool(sampling.shuffle),
+            "sampler": self._sampler_kind,
+            "world_size": int(sampling.world_size),
+            "batch_size": int(self.spec.batch_size),
+            "drop_last": bool(sampling.drop_last),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Make the next ``iter`` continue the epoch ``state`` was saved in.
+
+        On the same world size and batch size the rest of the epoch is exactly what the
+        uninterrupted run would have yielded, batch for batch (mixing included). On another
+        world size or batch size (an elastic restart) the samples not yet consumed are
+        dealt out to the new ranks like ``DistributedSampler`` deals out an epoch: each is
+        read once, plus only the padding that gives every rank the same count (or with
+        ``drop_last`` the usual drop); per-sample augmentation is unchanged, but the batch
+        stage's per-batch mixing (keyed by batch position) differs from the saved run's.
+        Later epochs are ordinary epochs of this loader. A packed dataset (``data=shards``)
+        resumes mid-epoch only on the saved world size. A state from another dataset or
+        seed is refused in one line.
+        """
+        if not isinstance(state, Mapping):
+            raise ConfigError(
+                f"loader state {type(state).__name__} is invalid: pass the dict "
+                "Loader.state_dict() returned"
+            )
+        got = {key: _state_int(state, key) for key in _STATE_INTS}
+        if got["version"] != STATE_VERSION:
+            raise ConfigError(
+                f"loader state version={got['version']} is not supported: this dali_pipes "
+                f"reads version {STATE_VERSION}; save it again with this version"
+            )
+        mine = self.state_dict()
+        for key, hint in _STATE_IDENTITY.items():
+            if key in state and state[key] != mine[key]:
+                raise ConfigError(
+                    f"loader state {key}={state[key]!r} differs from this loader's "
+                    f"{key}={mine[key]!r}: {hint}"
+                )
+        for key, low in (("epoch", 0), ("world_size", 1), ("batch_size", 1)):
+            if got[key] < low:
+                raise ConfigError(f"loader state {key}={got[key]} is invalid: must be >= {low}")
+        seen = got["samples_seen"]
+        self.sampler.check_resume(seen, got["world_size"], self.spec.batch_size)
+        self._next_epoch = got["epoch"]
+        self._start = seen
+        self._first = seen // self._round
+        self._run = None
+
+    @property
+    def _sampler_kind(self) -> str:
+        return "shards" if isinstance(self.sampler, StreamSampler) else "files"
 
     def __iter__(self) -> Iterator[Batch]:
         plan = self._take_epoch()
@@ -129,22 +251,30 @@ class Loader(ABC):
 
     def _staged(self, plan: EpochPlan, batches: Iterator[Batch]) -> Iterator[Batch]:
         """``batches`` through the batch stage, batch ``k`` keyed as the epoch's batch
-        ``plan.first + k`` (so a resumed epoch mixes as the uninterrupted one did)."""
-        stage = self.batch_stage
-        if stage is None:
-            return batches
+        ``plan.first + k`` (so a resumed epoch mixes as the uninterrupted one did), counted
+        as they are handed over: the progress :meth:`state_dict` reports. Every backend's
+        batches pass here, so the count lives in one place."""
+        stage, run = self.batch_stage, self._run
 
         def staged() -> Iterator[Batch]:
             for k, (images, labels) in enumerate(batches, start=plan.first):
-                yield stage(images, labels, epoch=plan.epoch, position=k)
+                if stage is not None:
+                    images, labels = stage(images, labels, epoch=plan.epoch, position=k)
+                if run is not None:
+                    run.yielded += 1
+                yield images, labels
+            if run is not None:
+                run.ended = True
 
         return staged()
 
     def _take_epoch(self) -> EpochPlan:
-        epoch, start = self._next_epoch, self._start_batch
-        self._next_epoch, self._start_batch = epoch + 1, 0
+        epoch, start, first = self._next_epoch, self._start, self._first
+        self._next_epoch, self._start, self._first = epoch + 1, 0, 0
         self.bad.epoch_paths = set()
-        return EpochPlan(epoch, self.sampler.batches(epoch, self.spec.batch_size)[start:], start)
+        batches = self.sampler.batches(epoch, self.spec.batch_size, start)
+        self._run = _Progress(epoch, start, len(batches))
+        return EpochPlan(epoch, batches, first)
 
     @abstractmethod
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
@@ -164,3 +294,27 @@ class Loader(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_STATE_INTS = ("version", "epoch", "samples_seen", "seed", "num_items", "world_size", "batch_size")
+#: What fixes the epoch order, so must match on load, and what to do when it does not.
+_STATE_IDENTITY = {
+    "seed": "the state belongs to another run; build the loader with the saved seed",
+    "num_items": "the state belongs to another dataset or split; load it into a loader over "
+    "the saved one",
+    "shuffle": "the state belongs to another split; load it into a loader of the saved split",
+    "sampler": "files and packed shards are read in different orders; load it into a loader "
+    "over the saved data format",
+}
+
+
+def _state_int(state: Mapping[str, Any], key: str) -> int:
+    """``state[key]`` as an int, or a one-line error naming the key."""
+    if key not in state:
+        raise ConfigError(
+            f"loader state has no {key!r}: pass the dict Loader.state_dict() returned"
+        )
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"loader state {key}={value!r} is invalid: must be an integer")
+    return int(value)
