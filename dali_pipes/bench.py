@@ -202,7 +202,10 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     def with_backend(name: str, backend: BackendSpec, **changes: Any) -> Callable[[], Measurement]:
         def run() -> Measurement:
             start = time.perf_counter()
-            with create_loader(replace(spec, backend=backend, **changes)) as loader:
+            # Each candidate hands batches over where it makes them: a trainer.device of the
+            # config would move some candidates' batches and not others.
+            candidate = replace(spec, backend=backend, output_device=None, **changes)
+            with create_loader(candidate) as loader:
                 built = time.perf_counter() - start
                 result = timed(name, lambda: loader)
             if changes.get("cache"):

@@ -16,12 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from dali_pipes.backends import Loader, create_loader, names
+from dali_pipes.device import Devices, output_device_for, resolve_devices
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError
 from dali_pipes.recipe import TrainerSpec
@@ -159,7 +161,9 @@ def loader_spec(
     rank: int | None = None,
     world_size: int | None = None,
 ) -> LoaderSpec:
-    """Everything the backend needs for ``split`` (train or val) of a composed config."""
+    """Everything the backend needs for ``split`` (train or val) of a composed config,
+    including where to hand batches over when ``trainer.device`` says the model trains
+    elsewhere than the backend makes them (``output_device``)."""
     backend_name = str(cfg.backend.get("name", ""))
     if backend_name not in names():
         raise ConfigError(
@@ -168,6 +172,7 @@ def loader_spec(
     data = to_spec(cfg.data, DataSpec)
     augment = to_spec(cfg.augment, AugmentSpec)
     backend = to_spec(cfg.backend, BackendSpec)
+    output_device = _output_device(cfg, backend)
     where = placement()
     train = split == "train"
     sampling = SamplingSpec(
@@ -187,7 +192,39 @@ def loader_spec(
         on_error=data.on_error,
         max_pixels=data.max_pixels,
         cache=data.cache,
+        output_device=output_device,
     )
+
+
+def _trainer_device(cfg: DictConfig) -> str:
+    """``trainer.device`` of a config (``auto`` when it has no trainer node)."""
+    trainer = cfg.get("trainer")
+    return "auto" if trainer is None else str(trainer.get("device", "auto"))
+
+
+def devices_of(cfg: DictConfig) -> Devices:
+    """Where this process makes batches and where its model trains, for a composed config
+    (``backend.device`` x ``trainer.device``; see :mod:`dali_pipes.device`)."""
+    backend = cfg.get("backend") or {}
+    return resolve_devices(
+        str(backend.get("device", "auto")), _trainer_device(cfg), str(backend.get("name", ""))
+    )
+
+
+def model_device(cfg: DictConfig) -> torch.device:
+    """The device the model of ``cfg`` trains on -- the ``device`` the loaders that
+    :func:`build_loader` makes for ``cfg`` will report -- known before any loader exists, so
+    the trainer can choose channels_last and cuDNN autotuning (and the loader's memory
+    format) first. One-line :class:`DeviceError`/:class:`ConfigError` for a placement this
+    machine cannot give."""
+    return devices_of(cfg).model
+
+
+def _output_device(cfg: DictConfig, backend: BackendSpec) -> str | None:
+    """``LoaderSpec.output_device`` for ``cfg``: the model's device when ``trainer.device``
+    moves it away from where ``backend.device`` alone makes batches, else None (every
+    config without ``trainer.device``, and the tools that build loaders without a model)."""
+    return output_device_for(backend.device, _trainer_device(cfg), backend.name)
 
 
 def seed_of(cfg: DictConfig) -> int:

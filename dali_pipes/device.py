@@ -1,41 +1,220 @@
-"""Turn ``backend.device`` (auto | gpu | cpu) into a torch device for this process."""
+"""Placement: where batches are made (``backend.device``) and where the model runs
+(``trainer.device``), decided for this process in one place.
+
+The two are independent: DALI on the CPU can feed a model on the GPU (the GPU then spends
+nothing on decoding), DALI on the GPU feeds a model on the same GPU. :func:`resolve_devices`
+turns the pair into two torch devices, or one line saying why the pair makes no sense;
+:func:`loader_devices` answers the same question for a :class:`LoaderSpec` (whose
+``output_device`` carries ``trainer.device``), and every backend asks it.
+
+=================  =================  =================  =================
+trainer \\ backend  gpu                auto               cpu
+=================  =================  =================  =================
+auto               GPU -> GPU         GPU -> GPU [1]_    CPU -> CPU
+cuda               GPU -> GPU         GPU -> GPU         CPU -> GPU
+cpu                error              CPU -> CPU         CPU -> CPU
+=================  =================  =================  =================
+
+.. [1] CPU -> CPU when no CUDA device is usable. ``trainer.device=auto`` trains where the
+   batches are made, so every config written before ``trainer.device`` existed keeps its
+   placement; ``trainer.device=cuda`` asks for the hand-over from CPU decoding.
+
+"The GPU" is this process's GPU (:func:`local_gpu`): the local rank's, or the only one
+visible when the launcher gives each process its own (``srun --gpus-per-task=1``, a
+per-rank ``CUDA_VISIBLE_DEVICES``).
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from dali_pipes.dist import placement
-from dali_pipes.errors import DeviceError
+from dali_pipes.errors import ConfigError, DeviceError, require
+
+if TYPE_CHECKING:
+    from dali_pipes.spec import LoaderSpec
 
 log = logging.getLogger(__name__)
 
+BACKEND_DEVICES = ("auto", "gpu", "cpu")
+TRAINER_DEVICES = ("auto", "cuda", "cpu")
 
-def resolve_device(requested: str, backend: str) -> torch.device:
-    """The device batches are produced on: the local rank's GPU, or the CPU.
+_logged: set[tuple[str, ...]] = set()  # choices already logged by this process
 
-    ``auto`` picks the GPU when CUDA is usable and logs the choice; ``gpu`` without a
-    visible CUDA device is an error rather than a silent fall-back to the CPU.
+
+@dataclass(frozen=True)
+class Devices:
+    """Where a loader decodes and augments (``made``) and where the model trains and the
+    loader hands batches over (``model``)."""
+
+    made: torch.device
+    model: torch.device
+
+
+def check_trainer_device(value: object, key: str = "trainer.device") -> str:
+    """``value`` if it is a ``trainer.device`` choice, else a one-line :class:`ConfigError`
+    (``gpu`` gets a hint: the trainer names torch devices, the backend names placements)."""
+    hint = "; the trainer names torch devices (backend.device says gpu)" if value == "gpu" else ""
+    require(value in TRAINER_DEVICES, key, value, f"choose one of {TRAINER_DEVICES}{hint}")
+    return str(value)
+
+
+def _once(key: tuple[str, ...], message: str, *args: object) -> None:
+    """Log a placement choice once per process, not once per loader built."""
+    if key not in _logged:
+        _logged.add(key)
+        log.info(message, *args)
+
+
+def local_gpu() -> torch.device:
+    """This process's GPU: ``cuda:<local rank>`` when that many devices are visible, else
+    ``cuda:0`` when exactly one is (the launcher gave each process its own GPU, so local
+    rank 3 sees its GPU as device 0), else a one-line :class:`DeviceError`."""
+    where = placement()
+    local, count = where.local_rank, torch.cuda.device_count()
+    if local < count:
+        return torch.device("cuda", local)
+    if count == 1:
+        _once(
+            ("one-gpu", str(local)),
+            "%s=%d sees one CUDA device: using it (cuda:0), one GPU per process",
+            where.local_rank_variable,
+            local,
+        )
+        return torch.device("cuda", 0)
+    raise DeviceError(
+        f"{where.local_rank_variable}={local} but {count} CUDA devices are visible to this "
+        "process; start at most one process per visible GPU, or give each process its own "
+        "GPU (srun --gpus-per-task=1 or a per-rank CUDA_VISIBLE_DEVICES)"
+    )
+
+
+def resolve_devices(
+    backend_device: str,
+    trainer_device: str = "auto",
+    backend: str = "",
+    *,
+    gpu: torch.device | None = None,
+    trainer_key: str = "trainer.device",
+    quiet: bool = False,
+) -> Devices:
+    """The (made, model) devices of this process for ``backend.device`` and
+    ``trainer.device`` (the table in the module docstring).
+
+    ``gpu``: the GPU to use (default :func:`local_gpu`). The choice is logged once per
+    process unless ``quiet`` (a what-if question, not the placement in use). Requests the
+    machine cannot meet (``gpu``/``cuda`` without a usable CUDA device) and pairs that make
+    no sense (batches made on the GPU for a model on the CPU) fail in one line naming both
+    keys.
     """
-    if requested == "cpu":
-        return torch.device("cpu")
-    available = torch.cuda.is_available()
-    if requested == "gpu" and not available:
+    require(
+        backend_device in BACKEND_DEVICES,
+        "backend.device",
+        backend_device,
+        f"choose one of {BACKEND_DEVICES}",
+    )
+    check_trainer_device(trainer_device, trainer_key)
+    if backend_device == "gpu" and trainer_device == "cpu":
         raise DeviceError(
-            f"backend.device=gpu but no CUDA device is visible to {backend} "
+            f"backend.device=gpu with {trainer_key}=cpu: batches made on the GPU would be "
+            f"copied back to a model on the CPU; use backend.device=cpu (or auto) to train on "
+            f"the CPU, or {trainer_key}=cuda"
+        )
+    available = torch.cuda.is_available()
+    if backend_device == "gpu" and not available:
+        raise DeviceError(
+            f"backend.device=gpu but no CUDA device is visible to {backend or 'the backend'} "
             "(torch.cuda.is_available() is False); use backend.device=cpu or backend.device=auto"
         )
-    if not available:
-        log.info("backend=%s device=auto: no CUDA device, running on the CPU", backend)
-        return torch.device("cpu")
-    local = placement().local_rank
-    count = torch.cuda.device_count()
-    if local >= count:
+    if trainer_device == "cuda" and not available:
         raise DeviceError(
-            f"LOCAL_RANK={local} but only {count} CUDA devices are visible; "
-            "start at most one process per GPU"
+            f"{trainer_key}=cuda but no CUDA device is visible "
+            f"(torch.cuda.is_available() is False); use {trainer_key}=cpu or {trainer_key}=auto"
         )
-    if requested == "auto":
-        log.info("backend=%s device=auto: using GPU cuda:%d", backend, local)
-    return torch.device("cuda", local)
+    cpu = torch.device("cpu")
+    model_on_gpu = trainer_device == "cuda" or (
+        trainer_device == "auto" and backend_device != "cpu" and available
+    )
+    made_on_gpu = model_on_gpu and backend_device != "cpu"
+    model = (local_gpu() if gpu is None else gpu) if model_on_gpu else cpu
+    devices = Devices(model if made_on_gpu else cpu, model)
+    if quiet:
+        return devices
+    _once(
+        (backend, backend_device, trainer_device, str(devices.made), str(devices.model)),
+        "placement: backend=%s device=%s makes batches on %s, the model trains on %s (%s=%s)%s",
+        backend or "?",
+        backend_device,
+        devices.made,
+        devices.model,
+        trainer_key,
+        trainer_device,
+        "" if available else "; no CUDA device is usable",
+    )
+    return devices
+
+
+def output_device_for(backend_device: str, trainer_device: str, backend: str = "") -> str | None:
+    """``LoaderSpec.output_device`` for a ``backend.device`` x ``trainer.device`` pair: None
+    while ``trainer.device`` leaves the placement as ``backend.device`` alone gives it (so
+    ``trainer.device=auto`` never changes a loader), else the model's device, which
+    :func:`loader_devices` turns back into the same pair."""
+    if trainer_device == "auto":
+        return None
+    devices = resolve_devices(backend_device, trainer_device, backend)
+    alone = resolve_devices(backend_device, "auto", backend, quiet=True)
+    return None if devices == alone else str(devices.model)
+
+
+def resolve_device(requested: str, backend: str) -> torch.device:
+    """The device ``backend.device`` alone makes batches on: the local GPU, or the CPU.
+
+    ``auto`` picks the GPU when CUDA is usable; ``gpu`` without a visible CUDA device is
+    an error rather than a silent fall-back to the CPU.
+    """
+    return resolve_devices(requested, "auto", backend, quiet=True).made
+
+
+def _output_request(output_device: str) -> tuple[str, torch.device | None]:
+    """``LoaderSpec.output_device`` -> (a trainer.device choice, the GPU it names)."""
+    try:
+        device = torch.device(output_device)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(
+            f"output_device={output_device!r} is invalid: use None, 'cpu', 'cuda' or 'cuda:N'"
+        )
+    if device.type == "cpu":
+        return "cpu", None
+    if device.index is None:
+        return "cuda", None
+    count = torch.cuda.device_count()
+    if device.index >= count and torch.cuda.is_available():
+        raise DeviceError(
+            f"output_device={output_device!r} but {count} CUDA devices are visible; "
+            "name one of them, or 'cuda' for this process's GPU"
+        )
+    return "cuda", device
+
+
+def loader_devices(spec: LoaderSpec) -> tuple[torch.device, torch.device]:
+    """(where a loader decodes and augments, where it hands batches over): the one place
+    every backend learns its placement from.
+
+    ``spec.output_device`` None means ``trainer.device=auto`` (the model trains where the
+    batches are made); otherwise it names the model's device, as
+    :func:`dali_pipes.config.loader_spec` fills it from ``trainer.device``.
+    """
+    if spec.output_device is None:
+        trainer, gpu = "auto", None
+    else:
+        trainer, gpu = _output_request(spec.output_device)
+    devices = resolve_devices(
+        spec.backend.device, trainer, spec.backend.name, gpu=gpu, trainer_key="output_device"
+    )
+    return devices.made, devices.model

@@ -10,20 +10,35 @@ import torch
 import torch.distributed as tdist
 
 from dali_pipes.dist import placement
+from dali_pipes.errors import ConfigError
 
 
 def init(device: torch.device) -> None:
-    """Join the process group torchrun describes (no-op for a plain single process;
-    under torchrun a group is formed even for one process, so DDP/NCCL run as in jobs)."""
-    launched = "MASTER_ADDR" in os.environ and "WORLD_SIZE" in os.environ
-    if tdist.is_initialized() or (placement().world_size <= 1 and not launched):
+    """Join the process group the launcher describes (no-op for a plain single process;
+    under torchrun a group is formed even for one process, so DDP/NCCL run as in jobs).
+
+    torchrun sets RANK/WORLD_SIZE/MASTER_*; ``srun`` sets only its own variables, so the
+    rank and world size are passed from :func:`~dali_pipes.dist.placement` and the
+    rendezvous address must be exported by the job script.
+    """
+    where = placement()
+    if tdist.is_initialized() or (where.world_size <= 1 and "MASTER_ADDR" not in os.environ):
         return
+    missing = [key for key in ("MASTER_ADDR", "MASTER_PORT") if key not in os.environ]
+    if missing:
+        raise ConfigError(
+            f"{where.world_size} processes started by {where.launcher} but {' and '.join(missing)} "
+            "is not set; export MASTER_ADDR (the first node's host name) and MASTER_PORT "
+            "(a free port) in the job script, or start with torchrun"
+        )
     if device.type == "cuda":
         torch.cuda.set_device(device)
     tdist.init_process_group(
         backend="nccl" if device.type == "cuda" else "gloo",
         timeout=timedelta(minutes=30),
         device_id=device if device.type == "cuda" else None,
+        rank=where.rank,
+        world_size=where.world_size,
     )
 
 

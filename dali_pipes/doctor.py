@@ -4,7 +4,13 @@
    the rate training reaches when input costs nothing.
 2. Runs the same step fed by the configured loader: achieved images/s and the share of
    step time spent waiting for data.
-3. Tunes the loader one knob at a time (DALI: ``num_threads``, ``prefetch_queue_depth``,
+3. Measures every placement this machine has -- where decoding runs and where the model
+   trains: on a CPU-only machine (or with ``trainer.device=cpu``) DALI on the CPU and the
+   torch backend feeding a CPU model; with a GPU, DALI on the GPU, DALI on the CPU and the
+   torch backend feeding a GPU model -- and says which to use: the fastest, which keeps the
+   configured one unless another is more than ``min_gain`` faster, and whether it keeps
+   the model fed (at least :data:`FED_SHARE` of the on-device ceiling).
+4. Tunes the loader one knob at a time (DALI: ``num_threads``, ``prefetch_queue_depth``,
    ``hw_decoder_load`` on a GPU; torch: ``num_workers``, ``prefetch_factor``), keeping a
    value only when it is faster, and writes the best settings as a backend config:
    ``<out_dir>/backend/<backend>_tuned.yaml``, used as
@@ -29,7 +35,8 @@ from torch import nn
 from dali_pipes import cli
 from dali_pipes.backends import Loader, create_loader
 from dali_pipes.bench import environment
-from dali_pipes.config import loader_spec, to_spec
+from dali_pipes.config import devices_of, loader_spec, to_spec
+from dali_pipes.device import output_device_for, resolve_devices
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.loop import StepConfig, train_one_epoch
@@ -46,6 +53,9 @@ from dali_pipes.train import _build_model
 
 log = logging.getLogger("dali_pipes.doctor")
 
+#: A placement "keeps the model fed" when it trains at this share of the on-device ceiling.
+FED_SHARE = 0.9
+
 
 @dataclass(frozen=True)
 class DoctorSpec:
@@ -54,6 +64,7 @@ class DoctorSpec:
     steps: int = 40  # timed training steps per measurement
     warmup_steps: int = 8
     tune: bool = True
+    placements: bool = True  # also measure every placement this machine has
     min_gain: float = 0.03  # a setting must be this much faster to replace the current one
     out_dir: str = "outputs/doctor"
 
@@ -70,28 +81,41 @@ class Rate:
 
 
 class _Bench:
-    """The model's training step, measured when fed by a given loader."""
+    """The model's training step on ``device``, measured when fed by a given loader."""
 
-    def __init__(self, cfg: DictConfig, spec: LoaderSpec, doctor: DoctorSpec) -> None:
+    def __init__(
+        self, cfg: DictConfig, spec: LoaderSpec, doctor: DoctorSpec, device: torch.device
+    ) -> None:
         self.spec = spec
         self.doctor = doctor
+        self.device = device
         trainer = to_spec(cfg.trainer, TrainerSpec)
-        probe = create_loader(replace(spec, backend=SyntheticBackend(device=spec.backend.device)))
-        self.device = probe.device
-        channels_last = trainer.use_channels_last(self.device)
-        self.model: nn.Module = _build_model(cfg, probe.num_classes).to(self.device)
+        channels_last = trainer.use_channels_last(device)
+        num_classes = len(spec.source.classes)
+        self.model: nn.Module = _build_model(cfg, num_classes).to(device)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.optimizer = make_optimizer(self.model, trainer, spec.batch_size)
-        autocast = trainer.autocast_dtype(self.device)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=autocast == torch.float16)
+        autocast = trainer.autocast_dtype(device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.criterion = nn.CrossEntropyLoss()
         self.step = StepConfig(autocast, channels_last)
-        probe.close()
 
-    def rate(self, backend: BackendSpec) -> Rate:
-        with create_loader(replace(self.spec, backend=backend)) as loader:
+    def ceiling(self) -> Rate:
+        """The step on synthetic batches already on the model's device."""
+        synthetic = SyntheticBackend(device="gpu" if self.device.type == "cuda" else "cpu")
+        return self.rate(synthetic, output_device=None)
+
+    def rate(self, backend: BackendSpec, **changes: Any) -> Rate:
+        """Images/s and data wait of the step fed by ``backend`` (``changes``: other
+        :class:`LoaderSpec` fields, e.g. ``output_device``)."""
+        with create_loader(replace(self.spec, backend=backend, **changes)) as loader:
+            if loader.device != self.device:
+                raise DaliPipesError(
+                    f"backend={backend.name} device={backend.device} hands batches over on "
+                    f"{loader.device}, not on the model's {self.device}"
+                )
             self._run(loader, self.doctor.warmup_steps)
             samples, seconds, wait = self._run(loader, self.doctor.steps)
         return Rate(samples / seconds, wait / seconds)
@@ -164,6 +188,125 @@ def tune(
     return best, best_rate, trials
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One placement: a backend (with its device) feeding a model on ``trainer_device``."""
+
+    backend: BackendSpec
+    trainer_device: str  # cuda | cpu
+
+    @property
+    def name(self) -> str:
+        made = "" if self.backend.name == "torch" else f"-{self.backend.device}"
+        model = "gpu" if self.trainer_device == "cuda" else "cpu"
+        return f"{self.backend.name}{made} -> {model} model"
+
+    @property
+    def overrides(self) -> str:
+        """The command-line overrides that select this placement."""
+        return (
+            f"backend={self.backend.name} backend.device={self.backend.device} "
+            f"trainer.device={self.trainer_device}"
+        )
+
+
+def candidates(configured: BackendSpec, gpu: bool) -> list[Candidate]:
+    """The placements to measure for a model on the GPU (``gpu``) or on the CPU; each
+    backend keeps the configured options when it is the configured backend. (The torch
+    backend decodes in CPU workers either way; on the GPU it normalises there.)"""
+
+    def backend(kind: type[BackendSpec], device: str) -> BackendSpec:
+        if isinstance(configured, kind):
+            return replace(configured, device=device)
+        return kind(device=device)
+
+    if gpu:
+        return [
+            Candidate(backend(DaliBackend, "gpu"), "cuda"),
+            Candidate(backend(DaliBackend, "cpu"), "cuda"),
+            Candidate(backend(TorchBackend, "gpu"), "cuda"),
+        ]
+    return [
+        Candidate(backend(DaliBackend, "cpu"), "cpu"),
+        Candidate(backend(TorchBackend, "cpu"), "cpu"),
+    ]
+
+
+def _pick(rows: list[dict[str, Any]], min_gain: float) -> dict[str, Any] | None:
+    """The fastest placement; one within ``min_gain`` of it that comes earlier (the
+    configured placement comes first) wins, so noise never moves a working setup."""
+    measured = [r for r in rows if r["images_per_s"] is not None]
+    if not measured:
+        return None
+    best = max(r["images_per_s"] for r in measured)
+    return next(r for r in measured if r["images_per_s"] * (1 + min_gain) >= best)
+
+
+def measure_placements(
+    cfg: DictConfig,
+    spec: LoaderSpec,
+    doctor: DoctorSpec,
+    configured: tuple[_Bench, Rate, Rate],
+) -> dict[str, Any]:
+    """Every placement this machine has, measured with the configured model: the rows,
+    the model's ceiling there and the recommendation (see the module docstring).
+
+    ``configured``: the bench of the configured placement, its ceiling and its rate, reused
+    for the candidate that is the configured placement (and its model device)."""
+    bench, ceiling, fed = configured
+    trainer_device = str((cfg.get("trainer") or {}).get("device", "auto"))
+    gpu = trainer_device != "cpu" and torch.cuda.is_available()
+    model = resolve_devices("auto", "cuda" if gpu else "cpu", quiet=True).model
+    if bench.device != model:
+        bench = _Bench(cfg, spec, doctor, model)
+        ceiling = bench.ceiling()
+    mine = resolve_devices(spec.backend.device, trainer_device, quiet=True)
+    rows: list[dict[str, Any]] = []
+    for candidate in candidates(spec.backend, gpu):
+        b = candidate.backend
+        row: dict[str, Any] = {
+            "name": candidate.name,
+            "overrides": candidate.overrides,
+            "backend": b.name,
+            "backend_device": b.device,
+            "trainer_device": candidate.trainer_device,
+            "images_per_s": None,
+            "data_wait": None,
+            "vs_ceiling": None,
+            "fed": False,
+            "note": "",
+        }
+        try:
+            devices = resolve_devices(b.device, candidate.trainer_device, b.name, quiet=True)
+            is_configured = b.name == spec.backend.name and devices == mine
+            if is_configured and bench.device == mine.model:
+                rate, row["note"] = fed, "configured"
+            else:
+                log.info("  placement %s", candidate.name)
+                out = output_device_for(b.device, candidate.trainer_device, b.name)
+                rate = bench.rate(b, output_device=out)
+        except DaliPipesError as exc:  # e.g. DALI cannot use this GPU: say so, carry on
+            row["note"] = f"unavailable: {exc}"
+            rows.append(row)
+            continue
+        share = rate.images_per_s / ceiling.images_per_s
+        row.update(
+            images_per_s=rate.images_per_s,
+            data_wait=rate.data_wait,
+            vs_ceiling=share,
+            fed=share >= FED_SHARE,
+        )
+        rows.append(row)
+    rows.sort(key=lambda r: r["note"] != "configured")  # the configured one wins ties
+    pick = _pick(rows, doctor.min_gain)
+    return {
+        "placement_model_device": str(model),
+        "placement_ceiling_images_per_s": ceiling.images_per_s,
+        "placements": rows,
+        "recommended_placement": pick,
+    }
+
+
 def write_tuned(backend: BackendSpec, out_dir: Path) -> Path:
     """A backend config file extending the backend's schema with the tuned values."""
     path = out_dir / "backend" / f"{backend.name}_tuned.yaml"
@@ -184,23 +327,28 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     if isinstance(backend, SyntheticBackend):
         raise DaliPipesError("doctor measures a real loader: choose backend=dali or backend=torch")
     cores = cpu_share()
-    bench = _Bench(cfg, spec, doctor)
-    log.info("1/3 training step on synthetic on-device data")
-    synthetic = bench.rate(SyntheticBackend(device=backend.device))
-    log.info("2/3 training step fed by backend=%s", backend.name)
+    steps = 4 if doctor.placements else 3
+    bench = _Bench(cfg, spec, doctor, devices_of(cfg).model)
+    log.info("1/%d training step on synthetic on-device data", steps)
+    synthetic = bench.ceiling()
+    log.info("2/%d training step fed by backend=%s", steps, backend.name)
     fed = bench.rate(backend)
     report: dict[str, Any] = {
         **environment(),
         "model": cfg.model.name,
         "backend": asdict(backend),
+        "model_device": str(bench.device),
         "batch_size": spec.batch_size,
         "synthetic_images_per_s": synthetic.images_per_s,
         "loader_images_per_s": fed.images_per_s,
         "loader_vs_synthetic": fed.images_per_s / synthetic.images_per_s,
         "data_wait": fed.data_wait,
     }
+    if doctor.placements:
+        log.info("3/%d every placement this machine has", steps)
+        report.update(measure_placements(cfg, spec, doctor, (bench, synthetic, fed)))
     if doctor.tune:
-        log.info("3/3 tuning backend=%s", backend.name)
+        log.info("%d/%d tuning backend=%s", steps, steps, backend.name)
         best, best_rate, trials = tune(bench, backend, cores, doctor.min_gain)
         path = write_tuned(best, Path(doctor.out_dir))
         report.update(
@@ -219,13 +367,16 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
 
 def summary(report: dict[str, Any]) -> str:
     lines = [
-        f"model {report['model']}, backend {report['backend']['name']} "
+        f"model {report['model']} on {report.get('model_device', '?')}, "
+        f"backend {report['backend']['name']} "
         f"(device {report['backend']['device']}), batch {report['batch_size']}",
         f"  synthetic on-device data : {report['synthetic_images_per_s']:.0f} img/s (the ceiling)",
         f"  fed by the loader        : {report['loader_images_per_s']:.0f} img/s "
         f"= {100 * report['loader_vs_synthetic']:.0f}% of the ceiling, "
         f"{100 * report['data_wait']:.0f}% of the time waiting for data",
     ]
+    if "placements" in report:
+        lines += placement_table(report)
     if "tuned" in report:
         changed = {k: v for k, v in report["tuned"].items() if report["backend"].get(k) != v}
         lines.append(
@@ -235,6 +386,35 @@ def summary(report: dict[str, Any]) -> str:
         )
         lines.append(f"  settings written to {report['tuned_config']}")
     return "\n".join(lines)
+
+
+def placement_table(report: dict[str, Any]) -> list[str]:
+    """The placements as a short table, then the one to use and why."""
+    lines = [
+        f"  placements (ceiling {report['placement_ceiling_images_per_s']:.0f} img/s on "
+        f"{report['placement_model_device']}):",
+        f"    {'placement':<22} {'img/s':>8} {'ceiling':>8} {'wait':>6}",
+    ]
+    for row in report["placements"]:
+        if row["images_per_s"] is None:
+            lines.append(f"    {row['name']:<22} {row['note']}")
+            continue
+        lines.append(
+            f"    {row['name']:<22} {row['images_per_s']:>8.0f} "
+            f"{100 * row['vs_ceiling']:>7.0f}% {100 * row['data_wait']:>5.0f}%"
+            + ("  (configured)" if row["note"] == "configured" else "")
+        )
+    pick = report["recommended_placement"]
+    if pick is None:
+        lines.append("  no placement could be measured on this machine")
+    elif pick["fed"]:
+        lines.append(f"  use {pick['overrides']}: the fastest, and it keeps the model fed")
+    else:
+        lines.append(
+            f"  use {pick['overrides']}: the fastest, but no placement keeps the model fed "
+            f"(best {100 * pick['vs_ceiling']:.0f}% of the ceiling): training is input-bound"
+        )
+    return lines
 
 
 def main() -> None:

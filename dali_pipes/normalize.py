@@ -4,11 +4,13 @@ The torch backend moves uint8 batches (4x less traffic than float) and normalise
 they land, with DALI's arithmetic: ``(x - 255 * mean) / (255 * std)``. On a GPU the copy
 and the normalisation run on a side stream one batch ahead of the training step (the
 timm ``PrefetchLoader`` idea), so the step never waits for a host-to-device copy.
+:func:`prefetched` is that side-stream hand-over on its own, for any loader that makes
+batches on the CPU for a model on the GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -37,9 +39,26 @@ class Normalizer:
 
 def normalized(batches: Iterable[Batch], norm: Normalizer, device: torch.device) -> Iterator[Batch]:
     """Yield normalised batches on ``device``; on CUDA, prepared on a side stream."""
+    return prefetched(batches, device, norm)
+
+
+def prefetched(
+    batches: Iterable[Batch],
+    device: torch.device,
+    prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> Iterator[Batch]:
+    """Yield ``batches`` on ``device`` with ``prepare`` (if any) applied to the images.
+
+    On CUDA each batch is copied and prepared on a side stream while the training step
+    consumes the previous one: the hand-over of every placement that makes batches on the
+    CPU for a model on the GPU (torch workers, DALI on the CPU, the RAM cache) is this one
+    function. The copy is asynchronous only from pinned memory, so producers should hand
+    over pinned tensors (pinning here would cost the main thread a copy of its own).
+    """
     if device.type != "cuda":
         for images, labels in batches:
-            yield norm(images), labels
+            images, labels = images.to(device), labels.to(device)
+            yield (images if prepare is None else prepare(images)), labels
         return
     stream = torch.cuda.Stream(device)
     it = iter(batches)
@@ -52,7 +71,7 @@ def normalized(batches: Iterable[Batch], norm: Normalizer, device: torch.device)
         with torch.cuda.stream(stream):
             images = images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
-            return norm(images), labels
+            return (images if prepare is None else prepare(images)), labels
 
     upcoming = load()
     while upcoming is not None:

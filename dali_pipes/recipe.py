@@ -38,6 +38,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from dali_pipes.augment.batch import one_hot
+from dali_pipes.device import check_trainer_device
 from dali_pipes.errors import ConfigError, require
 
 AMP = ("auto", "bf16", "fp16", "off")
@@ -90,8 +91,13 @@ class TrainerSpec:
     channels_last: str = "auto"  # auto = on for the GPU
     max_steps_per_epoch: int | None = None  # cap for smoke runs and the doctor
     keep_checkpoints: int = 2
+    # Where the model trains: auto | cuda | cpu. auto = where the loader makes batches (the
+    # GPU when CUDA is usable, the CPU with backend.device=cpu); cuda with
+    # backend.device=cpu hands CPU-made batches to a GPU model (dali_pipes.device).
+    device: str = "auto"
 
     def __post_init__(self) -> None:
+        check_trainer_device(self.device)
         require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
         require(0 < self.base_lr < math.inf, "trainer.base_lr", self.base_lr, "must be > 0")
         require(

@@ -154,3 +154,44 @@ def test_doctor_reports_input_boundness_and_writes_a_usable_tuned_config(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert tuned.read_text().startswith("# Written by python -m dali_pipes.doctor")
+
+
+def test_doctor_measures_the_placements_this_machine_has_and_says_which_to_use(
+    identity_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = compose_config(
+        [
+            "data=folder",
+            f"data.root={identity_tree}",
+            *SMALL,
+            "model=small_cnn",
+            "model.arch.width=8",
+            "backend.device=cpu",
+            "backend.num_threads=1",
+            "doctor.steps=2",
+            "doctor.warmup_steps=1",
+            "doctor.tune=false",
+            f"doctor.out_dir={tmp_path}",
+        ],
+        config_name="doctor",
+    )
+    report = run_doctor(cfg)
+    rows = {r["name"]: r for r in report["placements"]}
+    if torch.cuda.is_available():
+        assert set(rows) == {"dali-gpu -> gpu model", "dali-cpu -> gpu model", "torch -> gpu model"}
+    else:
+        assert set(rows) == {"dali-cpu -> cpu model", "torch -> cpu model"}
+        assert rows["dali-cpu -> cpu model"]["note"] == "configured", "measured once, reused"
+    for row in rows.values():
+        assert row["images_per_s"] > 0 and 0 <= row["data_wait"] <= 1, row
+        assert row["fed"] == (row["vs_ceiling"] >= 0.9)
+    pick = report["recommended_placement"]
+    assert pick["name"] in rows and pick["images_per_s"] * 1.03 >= max(
+        r["images_per_s"] for r in rows.values()
+    )
+    assert json.loads((tmp_path / "doctor.json").read_text())["recommended_placement"] == pick
+    out = capsys.readouterr().out
+    assert "placements (ceiling" in out and f"use {pick['overrides']}:" in out
+    # The advice is a valid command line: it composes and places as the row says.
+    chosen = compose_config(["data=synthetic", *pick["overrides"].split()])
+    assert chosen.trainer.device == pick["trainer_device"]

@@ -2,7 +2,9 @@
 
 This is the throughput ceiling (what training reaches when input costs nothing). Labels,
 order, sharding and ``len`` follow the dataset exactly like the real backends, so a
-training run on it is a fair stand-in; only the pixels are random.
+training run on it is a fair stand-in; only the pixels are random. Nothing is decoded, so
+the batch lives where batches are handed over (the model's device,
+:func:`dali_pipes.device.loader_devices`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 import torch
 
 from dali_pipes.backends.base import EpochPlan, Loader
-from dali_pipes.device import resolve_device
+from dali_pipes.device import loader_devices
 from dali_pipes.normalize import TORCH_DTYPES, Batch
 from dali_pipes.spec import LoaderSpec
 
@@ -20,7 +22,7 @@ from dali_pipes.spec import LoaderSpec
 class SyntheticLoader(Loader):
     def __init__(self, spec: LoaderSpec) -> None:
         super().__init__(spec)
-        self.device = resolve_device(spec.backend.device, "synthetic")
+        _, self.device = loader_devices(spec)
         self._images = self._make(spec.augment.out_size(spec.train))
         self._labels = torch.from_numpy(spec.source.labels)
 
