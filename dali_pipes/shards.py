@@ -132,6 +132,29 @@ def shard_complete(directory: Path, number: int) -> bool:
 # --------------------------------------------------------------------------- reading
 
 
+def index_path(tar: str | os.PathLike[str]) -> Path:
+    """The DALI webdataset index that goes with a shard: ``shard-N.tar`` -> ``shard-N.idx``."""
+    return Path(tar).with_suffix(".idx")
+
+
+def require_index(tar: str | os.PathLike[str]) -> Path:
+    """The shard's index path, or a one-line error naming it and the commands that make it.
+
+    DALI's webdataset reader cannot read a shard without its index, and its own error for
+    that is a multi-line C++ message; the index is what ``pack`` writes (or DALI's
+    ``wds2idx`` tool, which writes the same file from the tar alone).
+    """
+    idx = index_path(tar)
+    if not idx.is_file():
+        out = Path(tar).parent.parent
+        raise DataError(
+            f"{idx}: shard index missing (DALI's webdataset reader cannot read "
+            f"{Path(tar).name} without it); write it with: wds2idx {tar} {idx} -- or rerun "
+            f"the python -m dali_pipes.pack command that wrote {out}"
+        )
+    return idx
+
+
 def read_index(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Image offsets, sizes and member names from a DALI webdataset index."""
     try:
@@ -215,6 +238,8 @@ def open_split(
     for number, entry in enumerate(manifest["parts"][part]["shards"]):
         tar = str(top / entry["tar"])
         meta_path = top / entry["meta"]
+        if Path(tar).is_file() and meta_path.is_file():
+            require_index(tar)  # else the message below would blame the whole shard
         if not shard_complete(meta_path.parent, int(entry["number"])):
             raise DataError(
                 f"{tar}: shard missing or truncated; re-pack with python -m dali_pipes.pack"

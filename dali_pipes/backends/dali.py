@@ -21,25 +21,39 @@ a file that is not an image is reported by path before DALI sees it. A packed da
 (:mod:`dali_pipes.backends.dali_webdataset`).
 
 With ``device=cpu`` the pipeline is built with ``device_id=None`` and has no GPU operator.
+When the batches are wanted on a GPU all the same (``LoaderSpec.output_device``: a model on
+the GPU fed by CPU decoding, DALI's "dali-cpu" placement), the pipeline is built for that
+GPU, every operator up to the normalisation runs on the CPU, and the uint8 crops go to the
+GPU with DALI's own ``.gpu()`` copy (pinned, asynchronous) for the fused normalisation.
+
+Failures: a DALI error from the decoder or another operator that reads the images starts
+a search for the file to blame (each file of the batches in flight is decoded alone with
+the very decoder of the graph, within a bound); CUDA out-of-memory and other GPU errors are
+never blamed on a file: they propagate unchanged with a note saying what to try
+(:func:`failure_kind` tells them apart).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import re
+import time
+import weakref
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
 from dali_pipes.backends.dali_webdataset import WebdatasetStream
-from dali_pipes.device import resolve_device
+from dali_pipes.device import loader_devices
 from dali_pipes.dist import cpu_share
-from dali_pipes.errors import ConfigError, DataError, DeviceError
+from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
 from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch
 from dali_pipes.sampling import StreamSampler
@@ -65,6 +79,8 @@ def _dali_types() -> dict[str, Any]:
 class _InFlight(NamedTuple):
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already left out)
+    anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
+    shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
 
 
 class _Feed:
@@ -160,12 +176,13 @@ class _Feed:
         draw = self.pipeline.draw(sizes, indices, self.spec.sampling.seed, self._plan.epoch)
         g = draw.geometry
         roi_start, roi_end = g.roi()
-        self.in_flight.append(_InFlight(position, indices))
+        anchor, shape = g.window[:, :2].astype(np.float32), g.window[:, 2:].astype(np.float32)
+        self.in_flight.append(_InFlight(position, indices, anchor, shape))
         return (
             blobs,
             self.labels[indices],
-            g.window[:, :2].astype(np.float32),
-            g.window[:, 2:].astype(np.float32),
+            anchor,
+            shape,
             roi_start,
             roi_end,
             np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1)),
@@ -179,16 +196,150 @@ class _Feed:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+# --------------------------------------------------------------------------- failures
+
+Failure = Literal["memory", "device", "data", "other"]
+
+# nvImageCodec status codes (nvimgcodec.h) as DALI reports them: "nvImageCodec failure: '#4'".
+_CODEC_STATUS = {
+    1: "not initialized",
+    2: "invalid parameter",
+    3: "bad code stream",
+    4: "code stream unsupported",
+    5: "allocator failure",
+    6: "execution failed",
+    7: "architecture mismatch",
+    8: "internal error",
+    9: "implementation unsupported",
+    10: "missed dependencies",
+    11: "extension not initialized",
+    12: "invalid parameter",
+    13: "bad code stream",
+    14: "code stream unsupported",
+    15: "allocator failure",
+    16: "architecture mismatch",
+    17: "internal error",
+    18: "implementation unsupported",
+    19: "incomplete bitstream",
+    20: "execution failed",
+    21: "CUDA call error",
+}
+_CODEC_CODE = re.compile(r"nvImageCodec failure: '#(\d+)'")
+_CODEC_MEMORY = {5, 15}  # the decoder's allocator failed: memory, not the file
+_CODEC_DEVICE = {1, 7, 10, 11, 16, 21}  # the GPU, the driver or the install, not the file
+# Memory exhaustion as torch, the CUDA runtime/driver and DALI word it. DALI's own CUDA
+# allocations fail with "Can't allocate N bytes on device D." (or "... on host.").
+_MEMORY = re.compile(
+    r"out of memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|can't allocate \d+ bytes|CUDA allocation failed",
+    re.IGNORECASE,
+)
+# Any other CUDA/GPU failure: torch's "CUDA error: ...", DALI's "CUDA runtime API error
+# cudaError... (N):", the driver's CUDA_ERROR_*, NCCL, cuBLAS/cuDNN, faulting kernels.
+_DEVICE = re.compile(
+    r"\bCUDA (?:error|runtime API error|driver API error)|\bcudaError[A-Za-z]+|\bCUDA_ERROR_[A-Z_]+"
+    r"|illegal (?:memory access|instruction|address)|misaligned address|\bECC error"
+    r"|unspecified launch failure|device-side assert|\bNCCL\b|CUBLAS_STATUS_|CUDNN_STATUS_"
+    r"|no CUDA-capable device|CUDA driver version is insufficient",
+    re.IGNORECASE,
+)
+# DALI's wording for an error raised by an operator while it ran on a batch (its decoders
+# among them): "Error in CPU operator `nvidia.dali.fn.decoders.image`, ... encountered:".
+_DALI_OPERATOR = re.compile(r"Error (?:in|when executing) (?:CPU|MIXED|GPU) operator")
+
+
+def failure_kind(exc: BaseException) -> Failure:
+    """What an exception raised while producing a batch says about its cause.
+
+    ``memory``: the GPU (or host) ran out of memory. ``device``: another CUDA/GPU or driver
+    failure. ``data``: a DALI operator failed on the batch's content -- a file may be to
+    blame, and only this kind starts the search for it. ``other``: anything else (our
+    own one-line errors, bugs). Memory and device are checked first because DALI reports
+    an allocation failure inside its decoder in the same "Error in MIXED operator" frame
+    as a corrupt file; a bad file must never be named for a GPU that is full or broken.
+    """
+    if isinstance(exc, DaliPipesError):
+        return "other"
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return "memory"
+    text = str(exc)
+    codes = {int(c) for c in _CODEC_CODE.findall(text)}
+    if _MEMORY.search(text) or codes & _CODEC_MEMORY:
+        return "memory"
+    if _DEVICE.search(text) or codes & _CODEC_DEVICE:
+        return "device"
+    if _DALI_OPERATOR.search(text) or "Failed to decode sample" in text or codes:
+        return "data"
+    return "other"
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note`` (Python 3.11+); on 3.10 the note is kept where 3.11 would put it."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+
+
+# DALI's wrapping of an operator's message, and the pipeline definition's traceback.
+_BOILERPLATE = re.compile(
+    r"Critical error|Current pipeline object|Error (?:in|when executing) (?:CPU|MIXED|GPU) "
+    r"operator|which was used in the pipeline definition|File \"|C\+\+ context"
+)
+
+
 def _reason(exc: BaseException) -> str:
-    """The informative line of a DALI error (it wraps the decoder's message in boilerplate)."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    useful = [
-        ln for ln in lines if "pipeline" not in ln.lower() and not ln.startswith(("File ", "C++"))
-    ]
-    return (useful or lines or [type(exc).__name__])[-1]
+    """The informative part of a DALI error, on one line.
+
+    DALI wraps the operator's message in boilerplate ("Critical error in pipeline", the
+    pipeline definition's traceback, "Current pipeline object is no longer valid"); the
+    message proper follows "encountered:". nvImageCodec's numeric status gets its name.
+    """
+    text = str(exc).strip()
+    if "encountered:" in text:
+        text = text.rsplit("encountered:", 1)[1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not _BOILERPLATE.match(ln)]
+    reason = " ".join(useful or lines[-1:]).rstrip(" :") or type(exc).__name__
+    code = _CODEC_CODE.search(reason)
+    if code and int(code.group(1)) in _CODEC_STATUS:
+        reason += f" ({_CODEC_STATUS[int(code.group(1))]})"
+    return reason
+
+
+# Loaders with a pipeline, closed at interpreter exit before DALI shuts its pipelines down.
+_open_loaders: weakref.WeakSet[DaliLoader] = weakref.WeakSet()
+_exit_hook = False
+
+
+def _close_open_loaders() -> None:
+    """Close every loader still holding a pipeline, without draining it.
+
+    DALI's own atexit hook shuts every pipeline down; a suspended epoch (a script that
+    stopped after ``next(iter(loader))``) would then be finalised during interpreter
+    teardown, drain a pipeline that is gone and print "Exception ignored in ...". Run
+    before DALI's hook (atexit runs hooks in reverse order of registration, and this one is
+    registered after DALI is imported), it ends those epochs while their pipelines live.
+    """
+    for loader in list(_open_loaders):
+        loader._pipe = None  # the process is ending: nothing to drain for a next epoch
+        loader.close()
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook
+    if not _exit_hook:
+        import nvidia.dali.pipeline  # noqa: F401 - DALI's shutdown hook is registered first
+
+        atexit.register(_close_open_loaders)
+        _exit_hook = True
 
 
 class DaliLoader(Loader):
+    #: Bounds of the search for the file that made DALI fail (see :meth:`_culprits`).
+    probe_limit: int = 1024
+    probe_seconds: float = 60.0
+
     def __init__(self, spec: LoaderSpec) -> None:
         super().__init__(spec)
         if not isinstance(spec.backend, DaliBackend):
@@ -199,11 +350,13 @@ class DaliLoader(Loader):
                 "use backend=synthetic"
             )
         self.options: DaliBackend = spec.backend
-        self.device = resolve_device(spec.backend.device, "dali")
+        #: Where the pipeline decodes and augments; :attr:`device`: where batches arrive
+        #: (the model's device: a GPU also when made on the CPU, "dali-cpu").
+        self.made, self.device = loader_devices(spec)
         if self.device.type == "cuda":
             self._check_dali_gpu()
         self.num_threads = self.options.num_threads or cpu_share()
-        fancy_on_gpu = self.device.type == "cuda" and self.options.fancy_upsampling
+        fancy_on_gpu = self.made.type == "cuda" and self.options.fancy_upsampling
         roi = self.options.roi_decode
         self.roi_decode = not fancy_on_gpu if roi is None else roi
         if self.roi_decode and fancy_on_gpu:
@@ -228,6 +381,12 @@ class DaliLoader(Loader):
 
         count = dali_backend.GetCUDADeviceCount()  # type: ignore[attr-defined]
         if count <= (self.device.index or 0):
+            if self.made.type == "cpu":
+                raise DeviceError(
+                    f"backend=dali device=cpu hands batches to {self.device} (the model's "
+                    f"device) but DALI sees no CUDA device {self.device.index}; check the "
+                    "driver, or keep the model on the CPU"
+                )
             raise DeviceError(
                 f"backend=dali device={self.options.device}: DALI sees no CUDA device "
                 f"{self.device.index}; check the driver or use backend.device=cpu"
@@ -235,34 +394,43 @@ class DaliLoader(Loader):
 
     # ----------------------------------------------------------------- pipeline
 
-    def _build(self) -> Any:
+    def _define(self) -> Any:
+        """The pipeline, defined but not built (building allocates; this does not)."""
         from nvidia.dali import pipeline_def
 
-        gpu = self.device.type == "cuda"
         dtypes = list(self.spec.augment.pipeline(self.spec.train).feed_dtypes)
         # Conditionals: ops choose per sample (RandAugment's operation, a probability)
         # from the fed parameters with DALI `if` branches. DALI's AutoGraph rewrites the
         # graph function and what it calls, so nothing but graph code runs inside it.
         graph = pipeline_def(partial(self._graph, dtypes), enable_conditionals=True)
-        pipe = graph(
+        return graph(
             batch_size=self.spec.batch_size,
             num_threads=self.num_threads,
-            device_id=self.device.index if gpu else None,
+            # The GPU the batches go to: the decode GPU, or for dali-cpu the one that
+            # receives the CPU-made batches (DALI then copies them there itself).
+            device_id=self.device.index if self.device.type == "cuda" else None,
             prefetch_queue_depth=self.options.prefetch_queue_depth,
             seed=self.spec.sampling.seed,
         )
+
+    def _build(self) -> Any:
+        pipe = self._define()
+        _register_exit_hook()
         pipe.build()
+        _open_loaders.add(self)
         return pipe
 
-    def _graph(self, dtypes: list[str]) -> tuple[Any, Any]:
-        """external_source -> decode the crop window -> resize -> ops -> normalise."""
+    def _decode(self, encoded: Any, anchor: Any, shape: Any) -> Any:
+        """Decode each image's crop window, as the graph does and a probe must.
+
+        One place for the decoding op and all its options (device, ``hw_decoder_load``,
+        paddings, fancy upsampling, region decoding or whole-image decoding and a slice):
+        :meth:`_culprits` blames a file only when this same decoder fails on it alone.
+        """
         from nvidia.dali import fn, types
 
-        gpu = self.device.type == "cuda"
-        aug = self.spec.augment
-        pipeline = aug.pipeline(self.spec.train)
         decoder: dict[str, Any] = {}
-        if gpu:
+        if self.made.type == "cuda":
             decoder = {
                 "hw_decoder_load": self.options.hw_decoder_load,
                 "preallocate_width_hint": self.options.preallocate_width_hint,
@@ -273,6 +441,38 @@ class DaliLoader(Loader):
                 decoder["device_memory_padding"] = self.options.device_memory_padding
             if self.options.host_memory_padding:
                 decoder["host_memory_padding"] = self.options.host_memory_padding
+        decoder.update(
+            device="mixed" if self.made.type == "cuda" else "cpu",
+            output_type=types.RGB,
+            adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
+        )
+        if self.roi_decode:
+            return fn.decoders.image_slice(
+                encoded,
+                anchor,
+                shape,
+                normalized_anchor=False,
+                normalized_shape=False,
+                **decoder,
+            )
+        images = fn.decoders.image(encoded, **decoder)
+        return fn.slice(
+            images,
+            anchor,
+            shape,
+            axis_names="WH",
+            normalized_anchor=False,
+            normalized_shape=False,
+        )
+
+    def _graph(self, dtypes: list[str]) -> tuple[Any, Any]:
+        """external_source -> decode the crop window -> resize -> ops -> normalise."""
+        from nvidia.dali import fn, types
+
+        on_gpu = self.made.type == "cuda"
+        to_gpu = self.device.type == "cuda"
+        aug = self.spec.augment
+        pipeline = aug.pipeline(self.spec.train)
         encoded, labels, anchor, shape, roi_start, roi_end, out, *fed = fn.external_source(
             source=self._feed,
             num_outputs=7 + len(dtypes),
@@ -288,30 +488,7 @@ class DaliLoader(Loader):
                 *(_dali_types()[d] for d in dtypes),
             ],
         )
-        decoder.update(
-            device="mixed" if gpu else "cpu",
-            output_type=types.RGB,
-            adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
-        )
-        if self.roi_decode:
-            images = fn.decoders.image_slice(
-                encoded,
-                anchor,
-                shape,
-                normalized_anchor=False,
-                normalized_shape=False,
-                **decoder,
-            )
-        else:
-            images = fn.decoders.image(encoded, **decoder)
-            images = fn.slice(
-                images,
-                anchor,
-                shape,
-                axis_names="WH",
-                normalized_anchor=False,
-                normalized_shape=False,
-            )
+        images = self._decode(encoded, anchor, shape)
         images = fn.resize(
             images,
             size=out,  # fed: a resolution schedule changes it without a rebuild
@@ -321,7 +498,12 @@ class DaliLoader(Loader):
             antialias=True,
             interp_type=types.INTERP_LINEAR,
         )
-        images, mirror = pipeline.dali(images, fed, gpu)
+        images, mirror = pipeline.dali(images, fed, on_gpu)
+        if to_gpu and not on_gpu:
+            # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
+            # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the
+            # normalisation runs on the GPU.
+            images = images.gpu()
         images = fn.crop_mirror_normalize(
             images,
             mirror=0 if mirror is None else mirror,
@@ -330,7 +512,7 @@ class DaliLoader(Loader):
             dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
             output_layout="HWC" if aug.channels_last else "CHW",
         )
-        return images, labels.gpu() if gpu else labels
+        return images, labels.gpu() if to_gpu else labels
 
     # ----------------------------------------------------------------- epochs
 
@@ -344,12 +526,14 @@ class DaliLoader(Loader):
     def _epoch(self, plan: EpochPlan) -> Generator[Batch, None, None]:
         position = 0  # the next plan batch to yield
         while True:
-            if self._pipe is None:
-                self._pipe = self._build()
-            pipe = self._pipe
-            self._feed.start(plan, position)
+            pipe: Any = None
+            outputs: Any = None
             finished = False
             try:
+                if self._pipe is None:
+                    self._pipe = self._build()
+                pipe = self._pipe
+                self._feed.start(plan, position)
                 pipe.schedule_run()
                 while True:
                     try:
@@ -358,23 +542,25 @@ class DaliLoader(Loader):
                         finished = True
                         return
                     batch = self._to_torch(outputs)
+                    outputs = None
                     position = self._feed.in_flight.popleft().position + 1
                     pipe.release_outputs()
                     pipe.schedule_run()
                     yield batch
             except GeneratorExit:  # the consumer stopped early: drained below, pipeline kept
                 raise
-            except RuntimeError as exc:
-                # DALI stopped on a file its decoder rejects ("Critical error in pipeline");
-                # a pipeline does not recover from that, so name the file, then rebuild.
+            except Exception as exc:
+                # A pipeline does not recover from an error: it is rebuilt for what follows.
                 self._pipe = None
+                kind = failure_kind(exc)
                 suspects = list(self._feed.in_flight)
-                culprits = self._culprits(suspects)
-                if not culprits:
-                    raise DataError(f"DALI failed: {_reason(exc)}") from None
-                for path, error in culprits:
-                    self._report(path, error)  # raises unless on_error=skip
-                position = suspects[0].position  # re-feed what DALI had not delivered
+                if kind in ("memory", "device"):
+                    _add_note(exc, self._device_hint(kind))
+                if kind != "data" or not suspects:
+                    raise
+                reason = _reason(exc)
+                # Kept without its traceback, which holds the failed pipeline's memory.
+                failure = exc.with_traceback(None)
             except BaseException:
                 self._pipe = None
                 raise
@@ -384,6 +570,39 @@ class DaliLoader(Loader):
                         self._drain(pipe)
                     pipe.reset()
                 self._feed.stop()
+            # DALI stopped on a batch: find the file its decoder rejects, outside the
+            # handler, so the failed pipeline (held by the error's traceback) is freed.
+            pipe = outputs = None
+            culprits = self._culprits(suspects, reason)
+            if not culprits:
+                files = [self._feed.files[i] for b in suspects for i in b.indices]
+                _add_note(
+                    failure,
+                    f"while the DALI loader was producing a batch: each of the {len(files)} "
+                    f"files in flight decodes alone with the same decoder ({_sample_paths(files)}),"
+                    " so no file is to blame; lower data.batch_size (memory?), or compare with "
+                    "backend=torch",
+                )
+                raise failure
+            for path, error in culprits:
+                self._report(path, error)  # raises unless on_error=skip
+            position = suspects[0].position  # re-feed what DALI had not delivered
+
+    def _device_hint(self, kind: Failure) -> str:
+        where = f"GPU {self.made}" if self.made.type == "cuda" else "the CPU"
+        if self.device != self.made:
+            where += f", handing batches to {self.device}"
+        if kind == "memory":
+            return (
+                f"while the DALI loader was producing a batch ({where}): out of memory, not a "
+                "bad file; lower data.batch_size or backend.prefetch_queue_depth, or free "
+                "memory held elsewhere"
+            )
+        return (
+            f"while the DALI loader was producing a batch ({where}): a CUDA/GPU failure, not "
+            "a bad file; check the GPU (nvidia-smi, Xid errors in dmesg) and rerun with "
+            "CUDA_LAUNCH_BLOCKING=1 to locate it"
+        )
 
     def _drain(self, pipe: Any) -> None:
         """Consume the batches DALI already has in flight so the next epoch starts clean."""
@@ -416,60 +635,134 @@ class DaliLoader(Loader):
             images = images.permute(0, 3, 1, 2)
         return images, labels
 
-    def _culprits(self, suspects: list[_InFlight]) -> list[tuple[str, DataError]]:
-        """Which of the files DALI had in flight it cannot decode, and why.
+    # ----------------------------------------------------------------- bad files
 
-        torchvision's CPU decode names most; a file it decodes but DALI rejects (a format
-        corner DALI's decoder does not handle) is found by decoding each file alone in a
-        one-sample DALI pipeline.
+    def _culprits(self, suspects: list[_InFlight], reason: str) -> list[tuple[str, DataError]]:
+        """The files DALI had in flight that its decoder rejects, each with a one-line error.
+
+        Each file is decoded alone by :class:`_Probe` with the graph's own decoding op,
+        options, device and crop window, oldest batch first (the one DALI was delivering
+        failed); the search ends with the first batch that holds a culprit -- another bad
+        file further on fails again and is found then. It is bounded by
+        :attr:`probe_limit` files and :attr:`probe_seconds`; past that, a one-line error
+        names the batch's failure and its suspects. An empty list: every file decodes alone.
         """
-        from dali_pipes.backends.torch import decode_bytes
-
         source = self.spec.source
         assert isinstance(source, ImageSource)
-        indices = [int(i) for batch in suspects for i in batch.indices]
+        todo = [
+            (int(i), batch.anchor[k], batch.shape[k], n)
+            for n, batch in enumerate(suspects)
+            for k, i in enumerate(batch.indices)
+        ]
         found: list[tuple[str, DataError]] = []
-        for i in indices:
-            try:
-                decode_bytes(source.read([i])[0], source.files[i], self.spec.max_pixels)
-            except DataError as exc:
-                found.append((source.files[i], exc))
-        if found:
-            return found
-        for i in indices:
-            path, blob = source.files[i], source.read([i])[0]
-            reason = self._probe(blob) if not isinstance(blob, DataError) else str(blob)
-            if reason:
-                found.append((path, DataError(f"{path}: DALI cannot decode it ({reason})")))
+        deadline = time.monotonic() + self.probe_seconds
+        probe = _Probe(self)
+        try:
+            for done, (i, anchor, shape, n) in enumerate(todo):
+                if found and n != todo[done - 1][3]:
+                    break  # the batch with the culprits is done
+                if done >= self.probe_limit or time.monotonic() > deadline:
+                    if found:
+                        break
+                    left = [source.files[t[0]] for t in todo[done:]]
+                    raise DataError(
+                        f"DALI failed on a batch ({reason}); the search for the file stopped "
+                        f"after {done} of {len(todo)} files (limits: {self.probe_limit} files, "
+                        f"{self.probe_seconds:g} s); suspects: {_sample_paths(left)}; find bad "
+                        "files with python -m dali_pipes.scan, then data.exclude=<its manifest>"
+                    )
+                path, blob = source.files[i], source.read([i])[0]
+                if isinstance(blob, DataError):
+                    found.append((path, blob))
+                    continue
+                why = probe(blob, anchor, shape)
+                if why:
+                    found.append((path, self._decode_error(path, blob, why)))
+        finally:
+            probe.close()
         return found
 
-    def _probe(self, blob: np.ndarray) -> str:
-        """Decode one image alone with this loader's DALI decoder: "" if it works."""
-        from nvidia.dali import fn, types
-        from nvidia.dali.pipeline import Pipeline
+    def _decode_error(self, path: str, blob: np.ndarray, why: str) -> DataError:
+        """The one-line error for a file DALI's decoder rejects, with torchvision's reason
+        when it rejects the file too (more readable than nvImageCodec's status)."""
+        from dali_pipes.backends.torch import decode_bytes
 
-        gpu = self.device.type == "cuda"
-        pipe = Pipeline(
-            batch_size=1,
-            num_threads=1,
-            device_id=self.device.index if gpu else None,
-            prefetch_queue_depth=1,
-        )
-        with pipe:
-            encoded = fn.external_source(name="encoded", dtype=types.UINT8)
-            pipe.set_outputs(
-                fn.decoders.image(encoded, device="mixed" if gpu else "cpu", output_type=types.RGB)
-            )
         try:
-            pipe.build()
-            pipe.run(encoded=[np.asarray(blob, dtype=np.uint8)])
-        except (RuntimeError, OSError) as exc:
-            return _reason(exc)
-        return ""
+            decode_bytes(blob, path, self.spec.max_pixels)
+        except DataError as exc:
+            return exc
+        return DataError(f"{path}: DALI cannot decode it ({why}); remove or replace it")
 
     def close(self) -> None:
         if self._active is not None:
             self._active.close()
             self._active = None
         self._feed.close()
+        self._pipe = None
+        _open_loaders.discard(self)
+
+
+def _sample_paths(paths: list[str], shown: int = 4) -> str:
+    """A few paths for a one-line message, with how many more there are."""
+    more = f" (+{len(paths) - shown} more)" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+class _Probe:
+    """Decodes one file at a time with a loader's decoder (:meth:`DaliLoader._decode`).
+
+    One batch-of-one pipeline serves every file of a search and is rebuilt only after it
+    fails (a DALI pipeline is unusable after an error), so a search costs one build per
+    bad file found, not one per file.
+    """
+
+    def __init__(self, loader: DaliLoader) -> None:
+        self.loader = loader
+        self._pipe: Any = None
+
+    def _build(self) -> Any:
+        from nvidia.dali import fn, types
+        from nvidia.dali.pipeline import Pipeline
+
+        made = self.loader.made
+        pipe = Pipeline(
+            batch_size=1,
+            num_threads=1,
+            device_id=made.index if made.type == "cuda" else None,
+            prefetch_queue_depth=1,
+        )
+        with pipe:
+            encoded = fn.external_source(name="encoded", dtype=types.UINT8)
+            anchor = fn.external_source(name="anchor", dtype=types.FLOAT)
+            shape = fn.external_source(name="shape", dtype=types.FLOAT)
+            pipe.set_outputs(self.loader._decode(encoded, anchor, shape))
+        pipe.build()
+        return pipe
+
+    def __call__(self, blob: np.ndarray, anchor: np.ndarray, shape: np.ndarray) -> str:
+        """Why the decoder rejects this file ("" when it decodes it).
+
+        A memory or GPU failure is no verdict on the file: it is raised (with the same note
+        as in the main pipeline) and ends the search, as does a failure to build the probe.
+        """
+        try:
+            if self._pipe is None:
+                self._pipe = self._build()
+            self._pipe.run(
+                encoded=[np.asarray(blob, dtype=np.uint8)],
+                anchor=[np.asarray(anchor, dtype=np.float32)],
+                shape=[np.asarray(shape, dtype=np.float32)],
+            )
+        except Exception as exc:
+            built, self._pipe = self._pipe is not None, None
+            kind = failure_kind(exc)
+            if kind in ("memory", "device"):
+                _add_note(exc, self.loader._device_hint(kind))
+                raise
+            if not built or kind == "other":
+                raise
+            return _reason(exc)
+        return ""
+
+    def close(self) -> None:
         self._pipe = None

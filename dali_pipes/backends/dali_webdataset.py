@@ -21,7 +21,7 @@ import numpy as np
 from dali_pipes.backends.base import EpochPlan
 from dali_pipes.errors import DataError
 from dali_pipes.sampling import StreamSampler
-from dali_pipes.shards import IMAGE_EXTS, ShardLayout
+from dali_pipes.shards import IMAGE_EXTS, ShardLayout, require_index
 
 
 class WebdatasetStream:
@@ -64,11 +64,13 @@ class WebdatasetStream:
         changes = np.flatnonzero(np.diff(shards)) + 1
         order = [int(shards[0]), *(int(s) for s in shards[changes])]
         self._skip = int(self._run[0] - lay.members(order[0])[0])
+        # Checked here, not left to DALI: its error for a missing index is many lines.
+        indices = [str(require_index(lay.tars[s])) for s in order]
         pipe = Pipeline(batch_size=64, num_threads=2, device_id=None, prefetch_queue_depth=2)
         with pipe:
             outputs = fn.readers.webdataset(
                 paths=[lay.tars[s] for s in order],
-                index_paths=[lay.tars[s][: -len(".tar")] + ".idx" for s in order],
+                index_paths=indices,
                 ext=[";".join(IMAGE_EXTS), "cls"],
                 random_shuffle=False,
                 missing_component_behavior="error",
