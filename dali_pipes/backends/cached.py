@@ -16,13 +16,20 @@ outermost rows/columns of a crop, equal elsewhere up to rounding).
 Before decoding, the decoded size is added up from the image headers and checked against
 free memory, so a dataset that does not fit is refused in one line instead of running the
 machine out of memory.
+
+``ram`` under torchrun (several local ranks, the loader sharded like the job): the node's
+local ranks decode disjoint parts into one shared file and all map it
+(:mod:`dali_pipes.shared_store`), so a node holds one copy, not one per rank, and the
+memory check counts that one copy against the node. A single process keeps its copy in
+its own memory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -30,11 +37,12 @@ import torch
 
 from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.backends.torch import decode_bytes
-from dali_pipes.device import resolve_device
-from dali_pipes.dist import cpu_share
+from dali_pipes.device import loader_devices
+from dali_pipes.dist import cpu_share, placement
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch, Normalizer, normalized
+from dali_pipes.shared_store import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import LoaderSpec
 from dali_pipes.transforms import apply_geometry
@@ -59,34 +67,36 @@ class CachedLoader(Loader):
         super().__init__(spec)
         if not isinstance(spec.source, ImageSource):
             raise ConfigError("data.cache holds decoded images; data=synthetic has none")
-        self.device = resolve_device(spec.backend.device, spec.backend.name)
+        # ram: host images, batches normalised on (and handed to) the model's device;
+        # gpu: images and augmentation on the GPU the backend runs on.
+        made, self.device = loader_devices(spec)
         self.where = spec.cache
-        if self.where == "gpu" and self.device.type != "cuda":
+        if self.where == "gpu" and made.type != "cuda":
             raise DeviceError(
                 f"data.cache=gpu needs the batches on a GPU (backend.device="
-                f"{spec.backend.device} resolved to {self.device}); use data.cache=ram"
+                f"{spec.backend.device} resolved to {made}); use data.cache=ram"
             )
-        self.store = self.device if self.where == "gpu" else torch.device("cpu")
+        self.store = made if self.where == "gpu" else torch.device("cpu")
         self._pool = ThreadPoolExecutor(cpu_share(), thread_name_prefix="dali-pipes-cache")
-        self.images: list[torch.Tensor | None] = self._decode_all(spec.source)
+        #: Images this process decoded: all of them, or its part of the node's shared copy.
+        self.decoded_here = 0
+        try:
+            self.images: list[torch.Tensor | None] = self._decode_all(spec.source)
+        except BaseException:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise
         self._norm = Normalizer(spec.augment, self.device)
 
     # ----------------------------------------------------------------- decode once
 
     def _decode_all(self, source: ImageSource) -> list[torch.Tensor | None]:
+        group = node_group(self._fingerprint(source)) if self._node_shares() else None
+        if group is not None:
+            return self._decode_shared(source, group)
         chunks = [range(i, min(i + _CHUNK, len(source))) for i in range(0, len(source), _CHUNK)]
-        need = sum(self._pool.map(lambda c: self._decoded_bytes(source, c), chunks))
-        free = (
-            torch.cuda.mem_get_info(self.device)[0]
-            if self.where == "gpu"
-            else _available_host_bytes()
-        )
-        if need > 0.8 * free:
-            raise ConfigError(
-                f"data.cache={self.where}: {len(source)} images need {need / 2**30:.1f} GiB "
-                f"decoded but {free / 2**30:.1f} GiB is free; use data.cache=null "
-                f"(or {'ram' if self.where == 'gpu' else 'a smaller dataset'})"
-            )
+        shapes = self._pool.map(lambda c: self._shapes(source, c), chunks)
+        need = sum(3 * h * w for part in shapes for _, h, w in filter(None, part))
+        self._check_fits(need, len(source))
         log.info(
             "data.cache=%s: decoding %d images once (%.2f GiB)",
             self.where,
@@ -96,19 +106,88 @@ class CachedLoader(Loader):
         images: list[torch.Tensor | None] = []
         for part in self._pool.map(lambda c: self._decode_chunk(source, c), chunks):
             images += part
+        self.decoded_here = len(source)
         return images
 
-    def _decoded_bytes(self, source: ImageSource, indices: range) -> int:
-        total = 0
+    def _node_shares(self) -> bool:
+        """Whether the node's local ranks share one copy: host memory, several local
+        ranks, and this loader sharded like the job (a loader built with a rank and world
+        size of its own, e.g. on rank 0 only, may have no peers to share with)."""
+        where, sampling = placement(), self.spec.sampling
+        return (
+            self.where == "ram"
+            and where.local_world_size > 1
+            and (sampling.rank, sampling.world_size) == (where.rank, where.world_size)
+        )
+
+    def _fingerprint(self, source: ImageSource) -> str:
+        """What makes two ranks' decoded copies equal: the files and how they are decoded."""
+        spec = self.spec
+        text = "\0".join([source.root, str(spec.max_pixels), spec.on_error, *source.files])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _decode_shared(self, source: ImageSource, group: NodeGroup) -> list[torch.Tensor | None]:
+        log.info(
+            "data.cache=ram: local rank %d of %d decoding its part of %d images into the "
+            "node's shared copy (%s)",
+            group.local_rank,
+            group.local_world_size,
+            len(source),
+            group.directory,
+        )
+        shared = build_shared(
+            group,
+            len(source),
+            measure=lambda indices: self._shapes(source, indices),
+            fits=lambda need: self._check_fits(need, len(source), group.local_world_size),
+            fill=lambda indices, slot: self._fill(source, indices, slot),
+            pool=self._pool,
+            workers=cpu_share(),
+        )
+        for i, reason in sorted(shared.failures.items()):
+            self.bad.add(source.files[i], reason, count=False)
+        self.decoded_here = shared.filled_here
+        log.info(
+            "data.cache=ram: local rank %d decoded %d of %d images; the node's one copy "
+            "is %.2f GiB",
+            group.local_rank,
+            shared.filled_here,
+            len(source),
+            shared.nbytes / 2**30,
+        )
+        return [None if a is None else torch.from_numpy(a) for a in shared.arrays]
+
+    def _check_fits(self, need: int, count: int, shared_by: int = 1) -> None:
+        """Refuse, in one line, a copy that would run the machine (or the GPU) out of memory."""
+        free = (
+            torch.cuda.mem_get_info(self.device)[0]
+            if self.where == "gpu"
+            else _available_host_bytes()
+        )
+        if need > 0.8 * free:
+            one_copy = (
+                f" (one copy for the node's {shared_by} local ranks)" if shared_by > 1 else ""
+            )
+            raise ConfigError(
+                f"data.cache={self.where}: {count} images need {need / 2**30:.1f} GiB "
+                f"decoded{one_copy} but {free / 2**30:.1f} GiB is free; use data.cache=null "
+                f"(or {'ram' if self.where == 'gpu' else 'a smaller dataset'})"
+            )
+
+    def _shapes(self, source: ImageSource, indices: range) -> list[Shape | None]:
+        """Each image's decoded shape from its header (None: unreadable, reported when
+        decoding)."""
+        shapes: list[Shape | None] = []
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
-            if isinstance(blob, DataError):
-                continue  # reported when decoding
             try:
+                if isinstance(blob, DataError):
+                    raise blob
                 h, w = image_size(blob, source.files[i], self.spec.max_pixels)
             except DataError:
+                shapes.append(None)
                 continue
-            total += 3 * h * w
-        return total
+            shapes.append((3, h, w))
+        return shapes
 
     def _decode_chunk(self, source: ImageSource, indices: range) -> list[torch.Tensor | None]:
         torch.set_num_threads(1)
@@ -124,6 +203,32 @@ class CachedLoader(Loader):
                 continue
             out.append(image.to(self.store) if self.store.type == "cuda" else image)
         return out
+
+    def _fill(
+        self, source: ImageSource, indices: range, slot: Callable[[int], np.ndarray | None]
+    ) -> dict[int, str]:
+        """Decode ``indices`` into their slots of the shared copy; under ``on_error=skip``
+        return the ones that failed, with the reason."""
+        torch.set_num_threads(1)
+        failed: dict[int, str] = {}
+        for i, blob in zip(indices, source.read(list(indices)), strict=True):
+            path = source.files[i]
+            try:
+                image = decode_bytes(blob, path, self.spec.max_pixels)
+                target = slot(i)
+                if target is None or target.shape != image.shape:
+                    said = "no size" if target is None else "x".join(map(str, target.shape))
+                    raise DataError(
+                        f"{path}: decodes to {'x'.join(map(str, image.shape))} but its header "
+                        f"said {said}; the file changed while caching, or re-encode it"
+                    )
+            except DataError as exc:
+                if not self.skip:
+                    raise
+                failed[i] = str(exc)
+                continue
+            target[...] = image.numpy()
+        return failed
 
     # ----------------------------------------------------------------- epochs
 
