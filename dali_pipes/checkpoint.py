@@ -9,6 +9,7 @@ fails with one clear message and leaves the previous checkpoint in place.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import tempfile
 from pathlib import Path
@@ -77,8 +78,16 @@ def prune(directory: Path, keep: int) -> None:
 
 
 def load(path: Path) -> dict[str, Any]:
+    """A checkpoint's contents, unpickling tensors and plain containers only
+    (``weights_only=True``): a checkpoint file from elsewhere cannot run code on load."""
     try:
-        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise DaliPipesError(
+            f"cannot read checkpoint {path}: it holds objects other than tensors and plain "
+            f"values ({reason}); it was not written by this version of dali_pipes.train"
+        ) from None
     except (OSError, RuntimeError, EOFError) as exc:
         raise DaliPipesError(
             f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null"

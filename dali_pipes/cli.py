@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from dali_pipes.config import check_augment, config_dir, register_configs
 from dali_pipes.errors import DaliPipesError
+from dali_pipes.preemption import Preempted
 
 
 def run(task: Callable[[DictConfig], object], config_name: str) -> None:
@@ -37,7 +38,10 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
         except DaliPipesError as exc:
             print(f"dali_pipes: error: {exc}", file=sys.stderr)
             sys.exit(2)
-        except KeyboardInterrupt:  # the task has already saved what it could
+        except Preempted as exc:  # stopped at a step boundary, checkpoint written
+            print(f"dali_pipes: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # a second Ctrl-C, or one outside training
             print("dali_pipes: interrupted", file=sys.stderr)
             sys.exit(130)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ class EpochStats:
     data_wait: float = 0.0  # seconds spent waiting in next(loader)
     seconds: float = 0.0  # wall time of the whole pass
     steps: int = 0  # optimizer steps taken (read after an interruption)
+    stopped: bool = False  # the pass ended early because a stop was requested
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,16 @@ def train_one_epoch(
     desc: str,
     stats: EpochStats | None = None,
     ema: AveragedModel | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> EpochStats:
     """One pass over ``loader`` (at most ``cfg.max_steps`` steps), accumulated in ``stats``
     as it goes, so a caller interrupted mid-epoch still knows how far it got.
 
     ``ema``, if given, is updated from the (unwrapped) model after every optimizer step.
     With ``cfg.clip_grad_norm`` the gradients are unscaled (AMP) and clipped to that norm
-    before the step."""
+    before the step. ``stop`` is asked after every whole step (never inside one); when it
+    says so the pass ends there with ``stats.stopped`` set (preemption, see
+    :mod:`dali_pipes.preemption`)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     model.train()
     device = loader.device
@@ -113,11 +118,15 @@ def train_one_epoch(
                 img_s=f"{stats.samples / elapsed:.0f}",
                 wait=f"{100 * stats.data_wait / elapsed:.0f}%",
             )
+        if stop is not None and stop():
+            stats.stopped = step < steps - 1  # after the epoch's last step it is just done
+            break
     del batches  # an epoch cut short by max_steps is released here, not at the next iter
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    stats.seconds = time.perf_counter() - start
-    stats.loss_sum, stats.correct1 = float(loss_sum), float(correct)
+    stats.seconds += time.perf_counter() - start
+    stats.loss_sum += float(loss_sum)  # on top of what a resumed epoch already had
+    stats.correct1 += float(correct)
     bar.close()
     return stats
 

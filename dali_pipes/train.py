@@ -31,12 +31,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dali_pipes import checkpoint, cli, distributed
-from dali_pipes.config import build_loader, seed_of, to_spec
-from dali_pipes.device import resolve_device
+from dali_pipes.config import build_loader, model_device, seed_of, to_spec
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.loop import EpochStats, StepConfig, evaluate, safe_div, train_one_epoch
 from dali_pipes.metrics import MetricsLog, summary_line
+from dali_pipes.preemption import Preempted, StopRequest
 from dali_pipes.recipe import (
     TrainerSpec,
     make_criterion,
@@ -86,9 +86,17 @@ def _build_model(cfg: DictConfig, num_classes: int) -> nn.Module:
 
 
 def _rng_state(device: torch.device) -> dict[str, Any]:
+    """This process's random generators, as tensors and plain numbers only, so that a
+    checkpoint loads with ``torch.load(weights_only=True)`` (NumPy's state is an array)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
         "python": random.getstate(),
     }
     if device.type == "cuda":
@@ -98,7 +106,9 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
 
 def _set_rng_state(state: dict[str, Any], device: torch.device) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    saved = state["numpy"]
+    keys = saved["keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, saved["pos"], saved["has_gauss"], saved["gauss"]))
     random.setstate(state["python"])
     if device.type == "cuda" and "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)
@@ -200,24 +210,306 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     _setup_logging(out, main)
     torch.manual_seed(seed_of(cfg) + where.rank)
 
-    # The device the backend will produce batches on, known before any loader exists, so
-    # the loader can be asked for the memory format the model wants.
-    backend = cfg.get("backend") or {}
-    planned = resolve_device(str(backend.get("device", "auto")), str(backend.get("name", "")))
+    # The model's device (trainer.device, or where the backend makes batches), known before
+    # any loader exists, so the loader can be asked for the memory format the model wants.
+    planned = model_device(cfg)
     cfg = _with_loader_memory_format(cfg, spec.use_channels_last(planned))
     if planned.type == "cuda":
         torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest kernels
 
-    train_loader = build_loader(cfg, "train")
-    val_loader = build_loader(cfg, "val")
-    device = train_loader.device
-    distributed.init(device)
+    # The process group first: loaders may coordinate the ranks of a node (data.cache=ram).
+    distributed.init(planned)
+    loaders: list[Any] = []
     try:
-        return _run(cfg, spec, out, train_loader, val_loader, device, main)
+        loaders.append(build_loader(cfg, "train"))
+        loaders.append(build_loader(cfg, "val"))
+        train_loader, val_loader = loaders
+        return _run(cfg, spec, out, train_loader, val_loader, train_loader.device)
     finally:
-        train_loader.close()
-        val_loader.close()
+        for loader in loaders:
+            loader.close()
         distributed.shutdown()
+
+
+class _Run:
+    """One training run's state and its steps: build, resume, train an epoch, finish it,
+    save, stop. ``train`` drives it; each method is one step a reader can follow."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        spec: TrainerSpec,
+        out: Path,
+        train_loader: Any,
+        val_loader: Any,
+        device: torch.device,
+    ) -> None:
+        self.cfg, self.spec, self.device = cfg, spec, device
+        self.train_loader, self.val_loader = train_loader, val_loader
+        self.main = placement().rank == 0
+        self.world = placement().world_size
+        self.ckpt_dir = out / "checkpoints"
+        self.channels_last = spec.use_channels_last(device)
+        model = _build_model(cfg, train_loader.num_classes).to(device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        # The EMA copies the plain model, before DDP attaches anything to its parameters.
+        self.ema = make_ema(model, spec.ema_decay) if spec.ema_decay is not None else None
+        ddp = (
+            DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+            if distributed.active()
+            else model
+        )
+        self.global_batch = train_loader.batch_size * self.world
+        steps = (
+            len(train_loader)
+            if spec.max_steps_per_epoch is None
+            else min(len(train_loader), spec.max_steps_per_epoch)
+        )
+        self.optimizer = make_optimizer(model, spec, self.global_batch)
+        self.scheduler = make_scheduler(self.optimizer, spec, steps, spec.epochs * steps)
+        self.autocast = spec.autocast_dtype(device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.autocast == torch.float16)
+        self.criterion = make_criterion(spec)
+        self.step_cfg = StepConfig(
+            self.autocast,
+            self.channels_last,
+            spec.max_steps_per_epoch,
+            progress=self.main,
+            clip_grad_norm=spec.clip_grad_norm,
+        )
+        # Compiled on top of DDP (Dynamo splits the graph at DDP's buckets, so the all-reduce
+        # still overlaps the backward); checkpoints keep the plain ``model``'s state_dict (no
+        # ``_orig_mod.`` prefix), so they load with or without compile.
+        self.net: nn.Module = torch.compile(ddp) if spec.compile else ddp  # type: ignore[assignment]
+        self.start_epoch, self.start_batch = 0, 0
+        self.mid_epoch = False  # resuming inside start_epoch
+        self.carried = EpochStats()  # a resumed epoch's sums from before the interruption
+        self.carried_skipped = 0.0
+        self.carried_lr: float | None = None
+        self.metrics: MetricsLog | None = None
+
+    # ------------------------------------------------------------------ resume
+
+    def resume(self) -> None:
+        """Load the checkpoint ``resume`` names (rank 0 finds it, every rank loads it)."""
+        found = _resume_path(self.cfg.get("resume"), self.ckpt_dir) if self.main else None
+        resume_from = distributed.broadcast(found)
+        if resume_from is None:
+            return
+        path = Path(resume_from)
+        state = checkpoint.load(path)
+        _check_same_optimizer(state, self.spec, path)
+        self.model.load_state_dict(state["model"])
+        if self.ema is not None:
+            if state.get("ema") is not None:
+                self.ema.load_state_dict(state["ema"])
+            else:
+                log.warning("%s has no EMA weights: the EMA starts from the model", path)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        # The loader continues the epoch where every rank stopped; on another number of
+        # processes it deals the rest of the epoch out to the new ranks (elastic restart).
+        self.train_loader.load_state_dict(state["loader"])
+        self.start_epoch = int(state["loader"]["epoch"])
+        self.start_batch = self.train_loader.start_batch
+        # Batches of the new world size can be fewer than were read (start_batch 0).
+        self.mid_epoch = int(state["loader"]["samples_seen"]) > 0
+        saved_world = int(state["loader"]["world_size"])
+        if saved_world != self.world:
+            log.warning(
+                "%s was written by %d process(es), this run has %d: the rest of epoch %d is "
+                "dealt out to the new ranks (each sample once); the global batch, and with it "
+                "the learning rate, changes from here",
+                path,
+                saved_world,
+                self.world,
+                self.start_epoch,
+            )
+        rank = placement().rank
+        if rank < len(state["rng"]):
+            _set_rng_state(state["rng"][rank], self.device)
+        partial = state.get("partial")
+        if partial is not None and rank == 0:  # the sums are over all ranks: counted once
+            self.carried = EpochStats(
+                loss_sum=partial["loss_sum"],
+                correct1=partial["correct1"],
+                samples=partial["samples"],
+                data_wait=partial["data_wait"],
+            )
+            self.carried_skipped = partial["skipped"]
+        if partial is not None:
+            self.carried.seconds = partial["seconds"]
+            self.carried_lr = partial["lr"]
+        log.info(
+            "resumed from %s: continuing at epoch %d (batch %d) of %d",
+            path,
+            self.start_epoch,
+            self.start_batch,
+            self.spec.epochs,
+        )
+
+    # ------------------------------------------------------------------ epochs
+
+    def train_epoch(self, epoch: int, stop: StopRequest) -> EpochStats:
+        """Train one epoch (the rest of it, when resuming inside it)."""
+        resumed = epoch == self.start_epoch and self.mid_epoch
+        if not resumed:  # a resumed epoch's position came from the checkpoint
+            self.train_loader.set_epoch(epoch)
+        first = self.train_loader.start_batch
+        max_steps = self.spec.max_steps_per_epoch
+        stats = replace(self.carried, steps=first) if resumed else EpochStats()
+        train_one_epoch(
+            self.net,
+            self.train_loader,
+            self.criterion,
+            self.optimizer,
+            self.scheduler,
+            self.scaler,
+            replace(self.step_cfg, max_steps=None if max_steps is None else max_steps - first),
+            f"epoch {epoch}",
+            stats,
+            self.ema,
+            stop=stop.poll,
+        )
+        return stats
+
+    def finish_epoch(self, epoch: int, lr: float, tr: EpochStats) -> dict[str, Any]:
+        """Validate, sum the epoch's figures over ranks, log, write metrics and checkpoint."""
+        va = evaluate(self.net, self.val_loader, self.criterion, self.step_cfg)
+        ev = (
+            None
+            if self.ema is None
+            else evaluate(self.ema, self.val_loader, self.criterion, self.step_cfg)
+        )
+        ema_sums = [] if ev is None else [ev.loss_sum, ev.correct1, ev.correct5, ev.samples]
+        skipped = self.train_loader.skipped + self._carried_skipped(epoch)
+        sums = distributed.sum_(
+            [
+                tr.loss_sum,
+                tr.correct1,
+                tr.samples,
+                tr.data_wait,
+                va.loss_sum,
+                va.correct1,
+                va.correct5,
+                va.samples,
+                skipped,
+                *ema_sums,
+            ],
+            self.device,
+        )
+        secs = distributed.max_(tr.seconds, self.device)
+        ema_row = sums[9:13] if ev is not None else None
+        row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, self.world, ema_row)
+        row["skipped"] = int(sums[8])
+        rng = distributed.gather(_rng_state(self.device))
+        if self.main:
+            log.info(_summary(row))
+            self.metrics_write(row)
+            self.save(epoch, None, rng, row)
+        return row
+
+    def epoch_lr(self, epoch: int) -> float:
+        """The learning rate the epoch started with (logged in its row), also when the
+        epoch is resumed part-way."""
+        if epoch == self.start_epoch and self.mid_epoch and self.carried_lr is not None:
+            return self.carried_lr
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def stop_mid_epoch(self, epoch: int, lr: float, tr: EpochStats, stop: StopRequest) -> Preempted:
+        """Every rank stopped after the same step: write one consistent checkpoint (all
+        ranks' generators, the epoch's sums so far) and say how to continue."""
+        skipped = self.train_loader.skipped + self._carried_skipped(epoch)
+        sums = distributed.sum_(
+            [tr.loss_sum, tr.correct1, tr.samples, tr.data_wait, skipped], self.device
+        )
+        partial = dict(
+            zip(("loss_sum", "correct1", "samples", "data_wait", "skipped"), sums, strict=True)
+        )
+        partial["seconds"] = distributed.max_(tr.seconds, self.device)
+        partial["lr"] = lr
+        rng = distributed.gather(_rng_state(self.device))
+        path = self.save(epoch, tr.steps, rng, {}, partial) if self.main else None
+        # Nobody exits before rank 0 has written: a launcher stops the others as soon as
+        # one process ends with an error.
+        path = distributed.broadcast(path)
+        message = (
+            f"interrupted by {stop.name} in epoch {epoch} after {tr.steps} batches; "
+            f"saved {path}; continue with resume=auto"
+        )
+        log.warning(message)
+        return Preempted(stop.signum, message)
+
+    def save(
+        self,
+        epoch: int,
+        interrupted_at: int | None,
+        rng: list[Any],
+        row: dict[str, Any],
+        partial: dict[str, float] | None = None,
+    ) -> Path:
+        loader = self.train_loader.state_dict()  # where every rank stopped
+        if interrupted_at is None:  # the epoch is done (also when max_steps_per_epoch cut it)
+            loader |= {"epoch": epoch + 1, "samples_seen": 0}
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "ema": None if self.ema is None else self.ema.state_dict(),
+            "loader": loader,
+            "rng": rng,  # one entry per rank
+            "partial": partial,  # a mid-epoch checkpoint's sums so far (over all ranks)
+            "metrics": row,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+        }
+        path = checkpoint.checkpoint_path(self.ckpt_dir, epoch, interrupted_at)
+        checkpoint.save_atomic(state, path)
+        checkpoint.prune(self.ckpt_dir, self.spec.keep_checkpoints)
+        return path
+
+    def _carried_skipped(self, epoch: int) -> float:
+        """Files skipped in a resumed epoch before the interruption (counted on rank 0)."""
+        resumed = epoch == self.start_epoch and self.mid_epoch
+        return self.carried_skipped if resumed else 0.0
+
+    def metrics_write(self, row: dict[str, Any]) -> None:
+        assert self.metrics is not None
+        self.metrics.write(row)
+
+    def describe(self, out: Path) -> None:
+        """Save the composed config and log what is about to run (rank 0)."""
+        cfg, spec, loader = self.cfg, self.spec, self.train_loader
+        OmegaConf.save(cfg, out / "config.yaml")
+        log.info(
+            "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
+            "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "
+            "optimizer %s, schedule %s, loss %s, ema %s, clip_grad_norm %s%s",
+            cfg.model.name,
+            cfg.data.name,
+            loader.num_classes,
+            len(loader.spec.source),
+            len(self.val_loader.spec.source),
+            cfg.backend.name,
+            self.device,
+            self.world,
+            distributed.backend_name(),
+            self.global_batch,
+            spec.peak_lr(self.global_batch),
+            {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.autocast],
+            "channels_last" if self.channels_last else "contiguous",
+            spec.optimizer["_target_"],
+            spec.schedule["_target_"],
+            spec.loss,
+            spec.ema_decay or "off",
+            spec.clip_grad_norm or "off",
+            ", torch.compile" if spec.compile else "",
+        )
 
 
 def _run(
@@ -227,184 +519,31 @@ def _run(
     train_loader: Any,
     val_loader: Any,
     device: torch.device,
-    main: bool,
 ) -> dict[str, Any]:
-    world = placement().world_size
-    channels_last = spec.use_channels_last(device)
-    model = _build_model(cfg, train_loader.num_classes).to(device)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    # The EMA copies the plain model, before DDP attaches anything to its parameters.
-    ema = make_ema(model, spec.ema_decay) if spec.ema_decay is not None else None
-    ddp = (
-        DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        if distributed.active()
-        else model
-    )
-
-    global_batch = train_loader.batch_size * world
-    steps = (
-        len(train_loader)
-        if spec.max_steps_per_epoch is None
-        else min(len(train_loader), spec.max_steps_per_epoch)
-    )
-    optimizer = make_optimizer(model, spec, global_batch)
-    scheduler = make_scheduler(optimizer, spec, steps, spec.epochs * steps)
-    autocast = spec.autocast_dtype(device)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
-    criterion = make_criterion(spec)
-    step_cfg = StepConfig(
-        autocast,
-        channels_last,
-        spec.max_steps_per_epoch,
-        progress=main,
-        clip_grad_norm=spec.clip_grad_norm,
-    )
-    # Compiled on top of DDP (Dynamo splits the graph at DDP's buckets, so the all-reduce
-    # still overlaps the backward); checkpoints keep the plain ``model``'s state_dict (no
-    # ``_orig_mod.`` prefix), so they load with or without compile.
-    net: nn.Module = torch.compile(ddp) if spec.compile else ddp  # type: ignore[assignment]
-
-    ckpt_dir = out / "checkpoints"
-    start_epoch, start_batch = 0, 0
-    resume_from = distributed.broadcast(_resume_path(cfg.get("resume"), ckpt_dir) if main else None)
-    if resume_from is not None:
-        state = checkpoint.load(Path(resume_from))
-        _check_same_optimizer(state, spec, Path(resume_from))
-        model.load_state_dict(state["model"])
-        if ema is not None:
-            if state.get("ema") is not None:
-                ema.load_state_dict(state["ema"])
-            else:
-                log.warning("%s has no EMA weights: the EMA starts from the model", resume_from)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
-        start_epoch = int(state["loader"]["next_epoch"])
-        start_batch = int(state["loader"].get("start_batch", 0))
-        if len(state["rng"]) == world:
-            _set_rng_state(state["rng"][placement().rank], device)
-        log.info(
-            "resumed from %s: continuing at epoch %d (batch %d) of %d",
-            resume_from,
-            start_epoch,
-            start_batch,
-            spec.epochs,
-        )
-
-    metrics = MetricsLog(out) if main else None
-    if main:
-        OmegaConf.save(cfg, out / "config.yaml")
-        log.info(
-            "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
-            "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "
-            "optimizer %s, schedule %s, loss %s, ema %s, clip_grad_norm %s%s",
-            cfg.model.name,
-            cfg.data.name,
-            train_loader.num_classes,
-            len(train_loader.spec.source),
-            len(val_loader.spec.source),
-            cfg.backend.name,
-            device,
-            world,
-            distributed.backend_name(),
-            global_batch,
-            spec.peak_lr(global_batch),
-            {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[autocast],
-            "channels_last" if channels_last else "contiguous",
-            spec.optimizer["_target_"],
-            spec.schedule["_target_"],
-            spec.loss,
-            spec.ema_decay or "off",
-            spec.clip_grad_norm or "off",
-            ", torch.compile" if spec.compile else "",
-        )
-
-    def save(epoch: int, interrupted_at: int | None, rng: list[Any], row: dict[str, Any]) -> Path:
-        position = (epoch + 1, 0) if interrupted_at is None else (epoch, interrupted_at)
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "ema": None if ema is None else ema.state_dict(),
-            "loader": {
-                "next_epoch": position[0],
-                "start_batch": position[1],
-                "seed": seed_of(cfg),
-            },
-            "rng": rng,
-            "metrics": row,
-            "config": OmegaConf.to_container(cfg, resolve=True),
-        }
-        path = checkpoint.checkpoint_path(ckpt_dir, epoch, interrupted_at)
-        checkpoint.save_atomic(state, path)
-        checkpoint.prune(ckpt_dir, spec.keep_checkpoints)
-        return path
-
+    """Resume if asked, then train epoch by epoch until done or told to stop."""
+    run = _Run(cfg, spec, out, train_loader, val_loader, device)
+    run.resume()
+    if run.main:
+        run.metrics = MetricsLog(out)
+        run.describe(out)
     row: dict[str, Any] = {}
-    epoch, tr = start_epoch, EpochStats()
     try:
-        for epoch in range(start_epoch, spec.epochs):
-            first = start_batch if epoch == start_epoch else 0
-            lr = optimizer.param_groups[0]["lr"]
-            train_loader.set_epoch(epoch, first)
-            limit = None if spec.max_steps_per_epoch is None else spec.max_steps_per_epoch - first
-            tr = EpochStats(steps=first)
-            train_one_epoch(
-                net,
-                train_loader,
-                criterion,
-                optimizer,
-                scheduler,
-                scaler,
-                replace(step_cfg, max_steps=limit),
-                f"epoch {epoch}",
-                tr,
-                ema,
-            )
-            va = evaluate(net, val_loader, criterion, step_cfg)
-            ev = None if ema is None else evaluate(ema, val_loader, criterion, step_cfg)
-            ema_sums = [] if ev is None else [ev.loss_sum, ev.correct1, ev.correct5, ev.samples]
-            sums = distributed.sum_(
-                [
-                    tr.loss_sum,
-                    tr.correct1,
-                    tr.samples,
-                    tr.data_wait,
-                    va.loss_sum,
-                    va.correct1,
-                    va.correct5,
-                    va.samples,
-                    train_loader.skipped,
-                    *ema_sums,
-                ],
-                device,
-            )
-            secs = distributed.max_(tr.seconds, device)
-            ema_row = sums[9:13] if ev is not None else None
-            row = _epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, world, ema_row)
-            row["skipped"] = int(sums[8])
-            rng = distributed.gather(_rng_state(device))
-            if main:
-                assert metrics is not None
-                log.info(_summary(row))
-                metrics.write(row)
-                save(epoch, None, rng, row)
-    except KeyboardInterrupt:
-        # Ctrl-C / SIGINT: keep what this epoch has done, so resume=auto carries on from here.
-        if main:
-            path = save(epoch, tr.steps, [_rng_state(device)], row)
-            log.warning(
-                "interrupted in epoch %d after %d batches; saved %s; continue with resume=auto",
-                epoch,
-                tr.steps,
-                path,
-            )
-        raise
+        with StopRequest() as stop:
+            for epoch in range(run.start_epoch, spec.epochs):
+                lr = run.epoch_lr(epoch)
+                tr = run.train_epoch(epoch, stop)
+                if tr.stopped:
+                    raise run.stop_mid_epoch(epoch, lr, tr, stop)
+                row = run.finish_epoch(epoch, lr, tr)
+                if epoch < spec.epochs - 1 and stop.settle():
+                    message = (
+                        f"interrupted by {stop.name} after epoch {epoch}; continue with resume=auto"
+                    )
+                    log.warning(message)
+                    raise Preempted(stop.signum, message)
     finally:
-        if metrics is not None:
-            metrics.close()
+        if run.metrics is not None:
+            run.metrics.close()
     return row
 
 

@@ -1,0 +1,117 @@
+"""SIGTERM / SIGINT become "stop after this step", agreed by every rank.
+
+A cluster preempts a job with SIGTERM (SLURM, Kubernetes, torchrun passing it on) and a
+person stops one with Ctrl-C. Acting inside the signal handler would cut a step in half
+(an optimizer step applied to some parameters, or on some ranks only); instead the handler
+only records the signal and the training loop asks :meth:`StopRequest.poll` at every step
+boundary. Under DDP the ranks must stop after the *same* step, or one waits forever in an
+all-reduce the others never join: the flag is summed over ranks on a gloo group of its own
+(host memory, so no CUDA synchronisation), and the sum started after step ``s`` is read
+after step ``s + 1``. Every rank reads the same sums in the same order, so all decide
+together, at the cost of at most one more step. A second signal while the first is being
+honoured raises :class:`KeyboardInterrupt` at once (a person who insists).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+#: The signals acted on at a step boundary.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopRequest:
+    """Signal handlers that ask the training loop to stop at a step boundary.
+
+    Use as a context manager around training: the previous handlers come back on exit.
+    Outside the main thread (where Python cannot install handlers) it never fires.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # the first signal this process received
+        self.agreed = False  # every rank knows a stop was requested
+        self._previous: dict[int, Any] = {}
+        self._group: Any = None
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ handlers
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        if tdist.is_available() and tdist.is_initialized() and tdist.get_world_size() > 1:
+            # A group of its own: the flag's all-reduce never queues behind DDP's buckets.
+            self._group = tdist.new_group(backend="gloo")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._wait_pending()
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt  # asked twice: stop now, without a checkpoint
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else "a rank's signal"
+
+    # ------------------------------------------------------------------ agreement
+
+    def poll(self) -> bool:
+        """Called after every step: True when all ranks stop now (the same step on each)."""
+        if self.agreed:
+            return True
+        if self._group is None:
+            self.agreed = self.signum is not None
+            return self.agreed
+        self.agreed = self._wait_pending()
+        if not self.agreed:  # every rank read the same sum: all launch the next or none does
+            flag = torch.tensor([0 if self.signum is None else 1], dtype=torch.int32)
+            self._pending = (tdist.all_reduce(flag, group=self._group, async_op=True), flag)
+        return self.agreed
+
+    def settle(self) -> bool:
+        """At the end of an epoch: whether any rank has been signalled so far, known to all
+        (finishes the pending sum and takes one more, synchronously)."""
+        if self.agreed or self._group is None:
+            self.agreed = self.agreed or self.signum is not None
+            return self.agreed
+        seen = self._wait_pending()
+        flag = torch.tensor([0 if self.signum is None else 1], dtype=torch.int32)
+        tdist.all_reduce(flag, group=self._group)
+        self.agreed = seen or bool(flag.item())
+        return self.agreed
+
+    def _wait_pending(self) -> bool:
+        if self._pending is None:
+            return False
+        work, flag = self._pending
+        self._pending = None
+        work.wait()
+        return bool(flag.item())
+
+
+class Preempted(Exception):
+    """Training stopped at a step boundary on a signal, after a consistent checkpoint.
+
+    The command line turns it into one line and the exit code ``128 + signal``.
+    """
+
+    def __init__(self, signum: int | None, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum if signum is not None else signal.SIGTERM
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signum)
