@@ -224,7 +224,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         loaders.append(build_loader(cfg, "train"))
         loaders.append(build_loader(cfg, "val"))
         train_loader, val_loader = loaders
-        return _run(cfg, spec, out, train_loader, val_loader, train_loader.device)
+        return _Run(cfg, spec, out, train_loader, val_loader, train_loader.device).run(out)
     finally:
         for loader in loaders:
             loader.close()
@@ -410,7 +410,8 @@ class _Run:
         rng = distributed.gather(_rng_state(self.device))
         if self.main:
             log.info(_summary(row))
-            self.metrics_write(row)
+            assert self.metrics is not None
+            self.metrics.write(row)
             self.save(epoch, None, rng, row)
         return row
 
@@ -478,10 +479,6 @@ class _Run:
         resumed = epoch == self.start_epoch and self.mid_epoch
         return self.carried_skipped if resumed else 0.0
 
-    def metrics_write(self, row: dict[str, Any]) -> None:
-        assert self.metrics is not None
-        self.metrics.write(row)
-
     def describe(self, out: Path) -> None:
         """Save the composed config and log what is about to run (rank 0)."""
         cfg, spec, loader = self.cfg, self.spec, self.train_loader
@@ -511,40 +508,32 @@ class _Run:
             ", torch.compile" if spec.compile else "",
         )
 
-
-def _run(
-    cfg: DictConfig,
-    spec: TrainerSpec,
-    out: Path,
-    train_loader: Any,
-    val_loader: Any,
-    device: torch.device,
-) -> dict[str, Any]:
-    """Resume if asked, then train epoch by epoch until done or told to stop."""
-    run = _Run(cfg, spec, out, train_loader, val_loader, device)
-    run.resume()
-    if run.main:
-        run.metrics = MetricsLog(out)
-        run.describe(out)
-    row: dict[str, Any] = {}
-    try:
-        with StopRequest() as stop:
-            for epoch in range(run.start_epoch, spec.epochs):
-                lr = run.epoch_lr(epoch)
-                tr = run.train_epoch(epoch, stop)
-                if tr.stopped:
-                    raise run.stop_mid_epoch(epoch, lr, tr, stop)
-                row = run.finish_epoch(epoch, lr, tr)
-                if epoch < spec.epochs - 1 and stop.settle():
-                    message = (
-                        f"interrupted by {stop.name} after epoch {epoch}; continue with resume=auto"
-                    )
-                    log.warning(message)
-                    raise Preempted(stop.signum, message)
-    finally:
-        if run.metrics is not None:
-            run.metrics.close()
-    return row
+    def run(self, out: Path) -> dict[str, Any]:
+        """Resume if asked, then train epoch by epoch until done or told to stop."""
+        self.resume()
+        if self.main:
+            self.metrics = MetricsLog(out)
+            self.describe(out)
+        row: dict[str, Any] = {}
+        try:
+            with StopRequest() as stop:
+                for epoch in range(self.start_epoch, self.spec.epochs):
+                    lr = self.epoch_lr(epoch)
+                    tr = self.train_epoch(epoch, stop)
+                    if tr.stopped:
+                        raise self.stop_mid_epoch(epoch, lr, tr, stop)
+                    row = self.finish_epoch(epoch, lr, tr)
+                    if epoch < self.spec.epochs - 1 and stop.settle():
+                        message = (
+                            f"interrupted by {stop.name} after epoch {epoch}; "
+                            "continue with resume=auto"
+                        )
+                        log.warning(message)
+                        raise Preempted(stop.signum, message)
+        finally:
+            if self.metrics is not None:
+                self.metrics.close()
+        return row
 
 
 def main() -> None:

@@ -83,6 +83,23 @@ RUN = [
 ]
 
 
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def torchrun_ok(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """A torchrun training job that must succeed."""
+    done = subprocess.run(
+        [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def metrics(out: Path) -> list[dict[str, str]]:
     with (out / "metrics.csv").open() as f:
         return list(csv.DictReader(f))
@@ -92,50 +109,17 @@ def metrics(out: Path) -> list[dict[str, str]]:
 def test_sigterm_under_torchrun_then_resume_gives_the_uninterrupted_weights_and_losses(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     ref = tmp_path / "reference"
-    done = subprocess.run(
-        [*TORCHRUN, "--nproc_per_node=2", *RUN, f"output_dir={ref}"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    torchrun_ok(2, f"output_dir={ref}")
 
     out = tmp_path / "preempted"
-    proc = subprocess.Popen(
-        [*TORCHRUN, "--nproc_per_node=2", *RUN, f"output_dir={out}"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 300
-    while latest(out / "checkpoints") is None and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)  # into epoch 1
-    assert proc.poll() is None, "the run ended before it could be preempted"
-    proc.send_signal(signal.SIGTERM)  # as SLURM does; torchrun passes it to both ranks
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode != 0, "a preempted run does not report success"
-    stopped = latest(out / "checkpoints")
-    assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
+    stopped, returncode, stderr = preempt_in_epoch_1(2, out)
+    assert returncode != 0, "a preempted run does not report success"
     assert "interrupted by SIGTERM" in stderr
     state = checkpoint.load(stopped)  # weights_only=True
     assert len(state["rng"]) == 2, "every rank's generators are saved"
 
-    done = subprocess.run(
-        [*TORCHRUN, "--nproc_per_node=2", *RUN, f"output_dir={out}", "resume=auto"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    torchrun_ok(2, f"output_dir={out}", "resume=auto")
     final, want = (
         checkpoint.load(out / "checkpoints" / "epoch_0002.pt"),
         checkpoint.load(ref / "checkpoints" / "epoch_0002.pt"),
@@ -150,12 +134,13 @@ def test_sigterm_under_torchrun_then_resume_gives_the_uninterrupted_weights_and_
         ), key
 
 
-def preempt_in_epoch_1(nproc: int, out: Path, env: dict[str, str]) -> Path:
-    """Start a torchrun job, SIGTERM it inside epoch 1; the mid-epoch checkpoint."""
+def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
+    """Start a torchrun job and SIGTERM it inside epoch 1 (as SLURM does; torchrun passes
+    it on to every rank): the mid-epoch checkpoint, the exit code and stderr."""
     proc = subprocess.Popen(
         [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, f"output_dir={out}"],
         cwd=ROOT,
-        env=env,
+        env=ENV,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -169,28 +154,19 @@ def preempt_in_epoch_1(nproc: int, out: Path, env: dict[str, str]) -> Path:
     _, stderr = proc.communicate(timeout=120)
     stopped = latest(out / "checkpoints")
     assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
-    return stopped
+    return stopped, proc.returncode, stderr
 
 
 @pytest.mark.slow
 def test_a_run_preempted_on_2_ranks_finishes_its_epoch_on_3_reading_each_sample_once(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "elastic"
-    stopped = preempt_in_epoch_1(2, out, env)
+    stopped, _, _ = preempt_in_epoch_1(2, out)
     seen = checkpoint.load(stopped)["loader"]["samples_seen"]
     assert 0 < seen < 720 and seen % (2 * 16) == 0, "both ranks stopped after the same step"
 
-    done = subprocess.run(
-        [*TORCHRUN, "--nproc_per_node=3", *RUN, f"output_dir={out}", "resume=auto"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = torchrun_ok(3, f"output_dir={out}", "resume=auto")
     assert "dealt out to the new ranks" in done.stderr
     rows = metrics(out)
     assert [r["epoch"] for r in rows] == ["0", "1", "2"]
