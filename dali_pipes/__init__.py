@@ -2,6 +2,11 @@
 
 ``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
 ``DALIIterator(root, ...)`` is the DALI loader with plain keyword arguments.
+
+Importing the package registers the config schemas (:mod:`dali_pipes.schemas`) in Hydra's
+ConfigStore, so our config groups (``data``, ``augment``, ``backend``, ``model``,
+``trainer``) compose in any Hydra app that adds ``pkg://dali_pipes.conf`` to its search
+path. (Hydra imports the package itself when it first looks there.)
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
+from dali_pipes.schemas import register as _register_schemas
 
 if TYPE_CHECKING:
     from dali_pipes.backends.base import Loader
@@ -16,6 +22,8 @@ if TYPE_CHECKING:
     from dali_pipes.iterator import DALIIterator
 
 __version__ = "0.1.0"
+
+_register_schemas()
 
 _LAZY = {
     "DALIIterator": "dali_pipes.iterator",
@@ -26,7 +34,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import heavy pieces (torch, Hydra, DALI) only when they are used."""
+    """Import the loaders (and with them DALI) only when they are used."""
     if name in _LAZY:
         import importlib
 

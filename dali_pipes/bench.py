@@ -20,8 +20,8 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from dali_pipes.config import loader_spec, to_spec
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.measure import Measurement, measure
-from dali_pipes.pack import PackSpec
+from dali_pipes.schemas import BenchSpec, PackSpec
 from dali_pipes.sources import ImageSource, open_source
 from dali_pipes.spec import (
     AugmentSpec,
@@ -45,49 +45,9 @@ from dali_pipes.spec import (
     ShardData,
     SyntheticBackend,
     TorchBackend,
-    require,
 )
 
 log = logging.getLogger("dali_pipes.bench")
-
-CANDIDATES = (
-    "baseline",
-    "torch",
-    "dali-cpu",
-    "dali-gpu",
-    "synthetic",
-    "decode",
-    # the same data packed (bench.shards) and decoded once (data.cache)
-    "torch-shards",
-    "dali-cpu-shards",
-    "dali-gpu-shards",
-    "cache-ram",
-    "cache-gpu",
-)
-DEFAULT_CANDIDATES = CANDIDATES[:6]
-
-
-@dataclass(frozen=True)
-class BenchSpec:
-    """``bench`` config node."""
-
-    candidates: tuple[str, ...] = DEFAULT_CANDIDATES
-    repeats: int = 5
-    warmup_images: int = 256
-    min_images: int = 1024  # per timed repeat
-    workers: int | None = None  # baseline/torch DataLoader workers; null = all cores
-    out: str = "outputs/bench/bench.json"
-    #: a pack of the same data for the *-shards candidates; packed there first if absent
-    shards: str = "outputs/bench/shards"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "candidates", tuple(self.candidates))
-        unknown = set(self.candidates) - set(CANDIDATES)
-        require(not unknown, "bench.candidates", sorted(unknown), f"choose from {CANDIDATES}")
-        require(self.repeats >= 1, "bench.repeats", self.repeats, "must be >= 1")
-        require(self.min_images >= 1, "bench.min_images", self.min_images, "must be >= 1")
-        require(self.warmup_images >= 0, "bench.warmup_images", self.warmup_images, ">= 0")
-
 
 # --------------------------------------------------------------------------- candidates
 
@@ -290,7 +250,7 @@ def environment() -> dict[str, Any]:
     if torch.cuda.is_available():
         machine["gpu"] = torch.cuda.get_device_name()
     return {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "versions": versions,
         "command": _command(),
@@ -401,9 +361,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the package's module, not this __main__ copy of it: the config schemas that
-    # dali_pipes.config registers are the package's classes, and a second copy of a
-    # schema class would not match them.
+    # Run the package's module, not this __main__ copy of it: one copy of its classes and
+    # module state, the one the rest of the package imports.
     from dali_pipes import bench as tool
 
     tool.main()

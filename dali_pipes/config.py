@@ -1,9 +1,9 @@
-"""Hydra configuration: typed schemas, composition, and config -> loader.
+"""Hydra configuration: composition, validation, and config -> loader.
 
-The frozen dataclasses of :mod:`dali_pipes.spec` are registered as structured-config
-schemas under ``schema/<group>/<name>``; every YAML option in ``conf/`` extends one, so a
-typo in a key or a wrongly typed value fails at composition, and a value out of range fails
-when the node is turned into its dataclass (``__post_init__``), with the key in the message.
+The schemas every YAML option in ``conf/`` extends are in :mod:`dali_pipes.schemas`
+(registered when ``dali_pipes`` is imported); a value out of range fails when a node is
+turned into its dataclass (:func:`to_spec`), with the key in the message; Hydra's and
+OmegaConf's own errors become one line (:func:`config_error`).
 
 ``conf/`` sits at the top of the repository and ships inside the wheel as
 ``dali_pipes.conf``; :func:`config_dir` finds it either way.
@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -26,36 +25,11 @@ from dali_pipes.backends import Loader, create_loader, names
 from dali_pipes.device import Devices, output_device_for, resolve_devices
 from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError
-from dali_pipes.recipe import TrainerSpec
+from dali_pipes.schemas import register
 from dali_pipes.sources import open_source
-from dali_pipes.spec import (
-    AugmentSpec,
-    BackendSpec,
-    DaliBackend,
-    DataSpec,
-    FolderData,
-    LoaderSpec,
-    SampleData,
-    SamplingSpec,
-    ShardData,
-    SyntheticBackend,
-    SyntheticData,
-    TorchBackend,
-)
+from dali_pipes.spec import AugmentSpec, BackendSpec, DataSpec, LoaderSpec, SamplingSpec
 
 T = TypeVar("T")
-
-SCHEMAS: dict[tuple[str, str], type] = {
-    ("data", "folder"): FolderData,
-    ("data", "sample"): SampleData,
-    ("data", "shards"): ShardData,
-    ("data", "synthetic"): SyntheticData,
-    ("augment", "base"): AugmentSpec,
-    ("backend", "dali"): DaliBackend,
-    ("backend", "torch"): TorchBackend,
-    ("backend", "synthetic"): SyntheticBackend,
-    ("trainer", "base"): TrainerSpec,
-}
 
 
 def config_dir() -> Path:
@@ -66,49 +40,18 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "conf"
 
 
-def register_configs() -> None:
-    """Put the schemas into Hydra's ConfigStore (idempotent)."""
-    # Imported here: these modules import this one.
-    from dali_pipes.bench import BenchSpec
-    from dali_pipes.doctor import DoctorSpec
-    from dali_pipes.pack import PackSpec
-    from dali_pipes.scan import ScanSpec
-
-    store = ConfigStore.instance()
-    tools = {
-        ("bench", "base"): BenchSpec,
-        ("doctor", "base"): DoctorSpec,
-        ("scan", "base"): ScanSpec,
-        ("pack", "base"): PackSpec,
-    }
-    for (group, name), cls in {**SCHEMAS, **tools}.items():
-        node = OmegaConf.structured(cls)
-        _writable(node)  # a frozen dataclass, but a config the command line may override
-        store.store(group=f"schema/{group}", name=name, node=node)
-
-
-def _writable(node: Any) -> None:
-    OmegaConf.set_readonly(node, None)
-    if isinstance(node, DictConfig):
-        for key in node:
-            child = node._get_node(key)
-            if isinstance(child, DictConfig):
-                _writable(child)
-
-
 def compose_config(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
     """Compose ``conf/<config_name>.yaml`` with command-line style overrides (for tests,
     notebooks and tools that do not go through ``@hydra.main``)."""
-    register_configs()
+    register()  # done by ``import dali_pipes``; again in case the ConfigStore was cleared
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             cfg = compose(config_name=config_name, overrides=list(overrides))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_one_line(exc)) from None
-    except Exception as exc:  # Hydra's composition errors carry the useful text
-        if type(exc).__module__.startswith("hydra"):
-            raise ConfigError(_one_line(exc)) from None
-        raise
+    except Exception as exc:
+        error = config_error(exc)
+        if error is None:
+            raise
+        raise error from None
     check_augment(cfg)
     return cfg
 
@@ -122,11 +65,20 @@ def check_augment(cfg: DictConfig) -> None:
 
 def augment_preset(name: str) -> AugmentSpec:
     """The ``conf/augment/<name>.yaml`` preset as a spec (for use without Hydra)."""
-    register_configs()
     presets = sorted(p.stem for p in (config_dir() / "augment").glob("*.yaml"))
     if name not in presets:
         raise ConfigError(f"augment={name!r} is unknown: choose one of {', '.join(presets)}")
     return to_spec(compose_config([f"augment={name}"]).augment, AugmentSpec)
+
+
+def config_error(exc: BaseException) -> ConfigError | None:
+    """A Hydra or OmegaConf error (an unknown option, a misspelt key, a wrongly typed value,
+    an override that does not parse) as a one-line :class:`ConfigError`; None for any other
+    exception (those are not configuration mistakes)."""
+    module = type(exc).__module__
+    if isinstance(exc, OmegaConfBaseException) or module.split(".")[0] == "hydra":
+        return ConfigError(_one_line(exc))
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

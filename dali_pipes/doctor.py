@@ -41,37 +41,20 @@ from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.loop import StepConfig, train_one_epoch
 from dali_pipes.recipe import TrainerSpec, make_optimizer
+from dali_pipes.schemas import DoctorSpec
 from dali_pipes.spec import (
     BackendSpec,
     DaliBackend,
     LoaderSpec,
     SyntheticBackend,
     TorchBackend,
-    require,
 )
-from dali_pipes.train import _build_model
+from dali_pipes.train import build_model
 
 log = logging.getLogger("dali_pipes.doctor")
 
 #: A placement "keeps the model fed" when it trains at this share of the on-device ceiling.
 FED_SHARE = 0.9
-
-
-@dataclass(frozen=True)
-class DoctorSpec:
-    """``doctor`` config node."""
-
-    steps: int = 40  # timed training steps per measurement
-    warmup_steps: int = 8
-    tune: bool = True
-    placements: bool = True  # also measure every placement this machine has
-    min_gain: float = 0.03  # a setting must be this much faster to replace the current one
-    out_dir: str = "outputs/doctor"
-
-    def __post_init__(self) -> None:
-        require(self.min_gain >= 0, "doctor.min_gain", self.min_gain, "must be >= 0")
-        require(self.steps >= 1, "doctor.steps", self.steps, "must be >= 1")
-        require(self.warmup_steps >= 0, "doctor.warmup_steps", self.warmup_steps, ">= 0")
 
 
 @dataclass(frozen=True)
@@ -92,7 +75,7 @@ class _Bench:
         trainer = to_spec(cfg.trainer, TrainerSpec)
         channels_last = trainer.use_channels_last(device)
         num_classes = len(spec.source.classes)
-        self.model: nn.Module = _build_model(cfg, num_classes).to(device)
+        self.model: nn.Module = build_model(cfg, num_classes).to(device)
         if channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.optimizer = make_optimizer(self.model, trainer, spec.batch_size)
@@ -422,9 +405,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the package's module, not this __main__ copy of it: the config schemas that
-    # dali_pipes.config registers are the package's classes, and a second copy of a
-    # schema class would not match them.
+    # Run the package's module, not this __main__ copy of it: one copy of its classes and
+    # module state, the one the rest of the package imports.
     from dali_pipes import doctor as tool
 
     tool.main()

@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ from tqdm import tqdm
 
 from dali_pipes import cli
 from dali_pipes.config import to_spec
+from dali_pipes.decode import header_size
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.imageinfo import image_size
+from dali_pipes.schemas import PackSpec
 from dali_pipes.shards import (
     FORMAT,
     MANIFEST,
@@ -45,23 +46,10 @@ from dali_pipes.shards import (
     write_shard,
 )
 from dali_pipes.sources import ImageSource, open_source
-from dali_pipes.spec import DataSpec, ShardData, require
+from dali_pipes.spec import DataSpec, ShardData
 
 log = logging.getLogger("dali_pipes.pack")
 PLAN = ".pack-plan.json"
-
-
-@dataclass(frozen=True)
-class PackSpec:
-    """``pack`` config node (``out`` is top-level: ``out=SHARDS``)."""
-
-    shard_size_mb: float = 256.0
-    seed: int = 0
-    overwrite: bool = False
-
-    def __post_init__(self) -> None:
-        require(self.shard_size_mb > 0, "pack.shard_size_mb", self.shard_size_mb, "must be > 0")
-        require(self.seed >= 0, "pack.seed", self.seed, "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -147,14 +135,13 @@ def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
     path = source.files[i]
     blob = source.read([i])[0]
     try:
-        if isinstance(blob, DataError):
-            raise blob
-        image_size(blob, path, data.max_pixels)
+        header_size(blob, path, data.max_pixels)
     except DataError as exc:
         if data.on_error != "skip":
             raise
         log.warning("skipping %s", exc)
         return None
+    assert not isinstance(blob, DataError)  # header_size raised the read error
     return ShardSample(f"s{i:09d}", image_ext(path), blob.tobytes(), int(source.labels[i]), path)
 
 
@@ -208,7 +195,7 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
             manifest_parts[part.name] = {"root": part.source.root, "shards": entries}
     manifest = {
         "format": FORMAT,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "classes": list(sources[0].classes),
         "splits": splits,
         "parts": manifest_parts,
@@ -229,7 +216,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the package's module, not this __main__ copy of it (schema class identity).
+    # Run the package's module, not this __main__ copy of it (see dali_pipes.bench).
     from dali_pipes import pack as tool
 
     tool.main()

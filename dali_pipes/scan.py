@@ -1,11 +1,11 @@
 """``python -m dali_pipes.scan data=...``: find every file a training run would trip on.
 
 Each file of each split gets its header checked (format, size, ``data.max_pixels``) and a
-full CPU decode (libjpeg-turbo via torchvision, the decoder the torch backend uses), on
-all cores with a progress bar. The summary goes to stdout and the bad files, each with its
-reason, to a manifest (``scan.out``); pass it back as ``data.exclude=<manifest>`` and the
-loaders leave those files out before sharding, so every rank still sees the same number of
-samples.
+full CPU decode (:mod:`dali_pipes.decode`: libjpeg-turbo via torchvision, the decoder the
+torch backend and the cache use), on all cores with a progress bar. The summary goes to
+stdout and the bad files, each with its reason, to a manifest (``scan.out``); pass it back
+as ``data.exclude=<manifest>`` and the loaders leave those files out before sharding, so
+every rank still sees the same number of samples.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import logging
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -27,38 +27,22 @@ from dali_pipes.config import to_spec
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import DaliPipesError, DataError
 from dali_pipes.manifest import write_manifest
-from dali_pipes.sources import SPLITS, ImageSource, open_source
-from dali_pipes.spec import DataSpec, require
+from dali_pipes.schemas import ScanSpec
+from dali_pipes.sources import ImageSource, open_source
+from dali_pipes.spec import DataSpec
 
 log = logging.getLogger("dali_pipes.scan")
 
 
-@dataclass(frozen=True)
-class ScanSpec:
-    """``scan`` config node."""
-
-    splits: tuple[str, ...] = SPLITS
-    out: str = "outputs/scan/bad_files.csv"
-    workers: int | None = None  # null = all cores
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "splits", tuple(self.splits))
-        unknown = set(self.splits) - set(SPLITS)
-        require(not unknown, "scan.splits", sorted(unknown), f"choose from {SPLITS}")
-        if self.workers is not None:
-            require(self.workers >= 1, "scan.workers", self.workers, "must be >= 1 or null")
-
-
 def check_file(path: str, max_pixels: int) -> str:
     """ "" if the file decodes to an image of its header's size, else the reason."""
-    from dali_pipes.backends.torch import decode
-    from dali_pipes.imageinfo import image_size
+    from dali_pipes.decode import decode_bytes, header_size, read_file
 
     torch.set_num_threads(1)
     try:
-        image = decode(path, max_pixels)
-        with open(path, "rb") as f:
-            height, width = image_size(f.read(1 << 20), path)
+        blob = read_file(path)
+        image = decode_bytes(blob, path, max_pixels)
+        height, width = header_size(blob, path)
     except DataError as exc:
         return str(exc).removeprefix(f"{path}: ")
     if tuple(image.shape) != (3, height, width):

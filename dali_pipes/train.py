@@ -75,7 +75,8 @@ def _prepare_output(out: Path) -> None:
         ) from None
 
 
-def _build_model(cfg: DictConfig, num_classes: int) -> nn.Module:
+def build_model(cfg: DictConfig, num_classes: int) -> nn.Module:
+    """``cfg.model.arch`` built for ``num_classes`` (one line if it cannot be)."""
     try:
         model: nn.Module = hydra.utils.instantiate(cfg.model.arch, num_classes=num_classes)
     except InstantiationException as exc:
@@ -250,7 +251,7 @@ class _Run:
         self.world = placement().world_size
         self.ckpt_dir = out / "checkpoints"
         self.channels_last = spec.use_channels_last(device)
-        model = _build_model(cfg, train_loader.num_classes).to(device)
+        model = build_model(cfg, train_loader.num_classes).to(device)
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
@@ -541,9 +542,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the package's module, not this __main__ copy of it: the config schemas that
-    # dali_pipes.config registers are the package's classes, and a second copy of a
-    # schema class would not match them.
+    # Run the package's module, not this __main__ copy of it: one copy of its classes and
+    # module state, the one the rest of the package imports.
     from dali_pipes import train as tool
 
     tool.main()

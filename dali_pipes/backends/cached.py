@@ -1,11 +1,11 @@
 """``data.cache=ram|gpu``: decode every image once, augment from memory every epoch.
 
 For datasets that fit, decoding is the whole cost of an epoch (see benchmarks/RESULTS.md),
-and it gives the same pixels every time. This loader decodes the split once (torchvision's
-libjpeg-turbo decode, which equals DALI's CPU decode; all cores), keeps the uint8
-``[3, H, W]`` images in host memory (``ram``) or on the GPU (``gpu``), and every epoch
-applies the split's crop geometry and ops (:mod:`dali_pipes.augment`) and the
-normalisation. Order, sharding and augmentation are
+and it gives the same pixels every time. This loader decodes the split once
+(:mod:`dali_pipes.decode`: torchvision's libjpeg-turbo decode, which equals DALI's CPU
+decode; all cores), keeps the uint8 ``[3, H, W]`` images in host memory (``ram``) or on the
+GPU (``gpu``), and every epoch applies the split's crop geometry and ops
+(:mod:`dali_pipes.augment`) and the normalisation. Order, sharding and augmentation are
 those of the other backends for the same (seed, epoch, sample).
 
 ``ram``: the torch backend's per-sample transform (including its DALI-style edge lines),
@@ -36,11 +36,10 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.base import EpochPlan, Loader
-from dali_pipes.backends.torch import decode_bytes
+from dali_pipes.decode import decode_bytes, header_size
 from dali_pipes.device import loader_devices
 from dali_pipes.dist import cpu_share, placement
 from dali_pipes.errors import ConfigError, DataError, DeviceError
-from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch, Normalizer, normalized
 from dali_pipes.shared_store import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.sources import ImageSource
@@ -180,9 +179,7 @@ class CachedLoader(Loader):
         shapes: list[Shape | None] = []
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
             try:
-                if isinstance(blob, DataError):
-                    raise blob
-                h, w = image_size(blob, source.files[i], self.spec.max_pixels)
+                h, w = header_size(blob, source.files[i], self.spec.max_pixels)
             except DataError:
                 shapes.append(None)
                 continue

@@ -685,7 +685,7 @@ class DaliLoader(Loader):
     def _decode_error(self, path: str, blob: np.ndarray, why: str) -> DataError:
         """The one-line error for a file DALI's decoder rejects, with torchvision's reason
         when it rejects the file too (more readable than nvImageCodec's status)."""
-        from dali_pipes.backends.torch import decode_bytes
+        from dali_pipes.decode import decode_bytes
 
         try:
             decode_bytes(blob, path, self.spec.max_pixels)

@@ -1,10 +1,11 @@
 """torch backend: torchvision decode + transforms v2 in DataLoader workers.
 
 It is the fallback when DALI is not wanted and the reference the DALI path is checked
-against. Workers decode with ``torchvision.io``, apply the shared crop geometry (realised by
-:mod:`dali_pipes.transforms`) and the split's ops (torchvision's functional ops with the
-parameters :meth:`dali_pipes.augment.Pipeline.draw` computes); batches travel as uint8 and
-are normalised in the main process, on a CUDA side stream when on a GPU.
+against. Workers decode with :mod:`dali_pipes.decode` (``torchvision.io``), apply the
+shared crop geometry (realised by :mod:`dali_pipes.transforms`) and the split's ops
+(torchvision's functional ops with the parameters :meth:`dali_pipes.augment.Pipeline.draw`
+computes); batches travel as uint8 and are normalised in the main process, on a CUDA side
+stream when on a GPU.
 
 Decoding is always on the CPU here, so placement only decides where batches are handed over
 (:func:`dali_pipes.device.loader_devices`): with a GPU output -- ``backend.device=gpu``, or
@@ -15,57 +16,23 @@ GPU's side stream, one batch ahead.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torchvision.io import ImageReadMode, decode_image
 
 from dali_pipes.backends.base import EpochPlan, Loader
+from dali_pipes.decode import Blob, decode, decode_bytes
 from dali_pipes.device import loader_devices
 from dali_pipes.dist import cpu_share
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch, Normalizer, normalized
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import LoaderSpec, TorchBackend
 from dali_pipes.transforms import apply_geometry
 
 Key = tuple[int, int]  # (sample index, epoch): what the sampler hands to the dataset
-
-
-def decode(path: str, max_pixels: int | None = None) -> torch.Tensor:
-    """Read and decode one file to uint8 RGB ``[3, H, W]`` (EXIF orientation ignored,
-    like ``ImageFolder``), or raise :class:`DataError` naming the file."""
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        raise DataError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
-        ) from None
-    return decode_bytes(data, path, max_pixels)
-
-
-def decode_bytes(
-    blob: np.ndarray | DataError, path: str, max_pixels: int | None = None
-) -> torch.Tensor:
-    """:func:`decode` for bytes already read (``path`` names them in errors)."""
-    if isinstance(blob, DataError):
-        raise blob
-    # The same "not an image" and pixel-limit checks as the DALI backend, before decoding.
-    image_size(blob, path, max_pixels)
-    data = torch.from_numpy(np.array(blob, dtype=np.uint8, copy=not blob.flags.writeable))
-    try:
-        return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)
-    except RuntimeError as exc:
-        # torchvision prefixes the reason with its C++ source location; drop that.
-        reason = re.sub(r"^.*?\.cpp:\d+,\s*", "", str(exc).strip().splitlines()[0])
-        raise DataError(
-            f"{path}: cannot decode the image ({reason}); remove or replace it"
-        ) from None
 
 
 class _Sample(NamedTuple):
@@ -97,7 +64,7 @@ class _Samples(Dataset[_Sample]):
         blobs = self.source.read([index for index, _ in keys])
         return [self._sample(key, blob) for key, blob in zip(keys, blobs, strict=True)]
 
-    def _sample(self, key: Key, blob: np.ndarray | DataError) -> _Sample:
+    def _sample(self, key: Key, blob: Blob) -> _Sample:
         index, epoch = key
         path, label = self.files[index], int(self.labels[index])
         try:
@@ -201,4 +168,5 @@ class TorchLoader(Loader):
         self._loader._iterator = None
 
 
+# decode/decode_bytes live in dali_pipes.decode; still importable from here for old callers.
 __all__ = ["TorchLoader", "decode", "decode_bytes"]
