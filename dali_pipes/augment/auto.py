@@ -28,8 +28,9 @@ import numpy as np
 import torch
 import torchvision.transforms.v2.functional as F
 
-from dali_pipes.augment import dali_ops
+from dali_pipes.augment import dali_ops, slot_layout
 from dali_pipes.augment.base import Context, Op, Params, Row, number
+from dali_pipes.augment.slot_layout import KINDS
 from dali_pipes.errors import require
 
 OPS = (
@@ -51,20 +52,6 @@ OPS = (
 )
 OP_INDEX = {name: i for i, name in enumerate(OPS)}
 
-# DALI branches: the five geometric operations are one warp with a per-sample matrix.
-KINDS = (
-    "identity",
-    "affine",
-    "brightness",
-    "color",
-    "contrast",
-    "sharpness",
-    "posterize",
-    "solarize",
-    "autocontrast",
-    "equalize",
-    "invert",
-)
 _KIND_OF = {
     "Identity": 0,
     "ShearX": 1,
@@ -84,6 +71,9 @@ _KIND_OF = {
 }
 _KIND_TABLE = np.array([_KIND_OF[name] for name in OPS], dtype=np.int32)  # op index -> kind
 INTERPOLATIONS = ("nearest", "bilinear")
+#: DALI on the CPU runs a slot as one compiled kernel; tests set False to run the GPU's
+#: conditional graph on the CPU.
+COMPILED_ON_CPU = True
 
 
 @dataclass(frozen=True)
@@ -274,44 +264,46 @@ def warp_matrices(ops: np.ndarray, mags: np.ndarray, size: tuple[int, int]) -> n
     return (shift @ full @ unshift)[:, :2].astype(np.float32)
 
 
-def slot_params(prefix: str, ops: np.ndarray, mags: np.ndarray, size: tuple[int, int]) -> Params:
+def slot_params(
+    prefix: str,
+    ops: np.ndarray,
+    mags: np.ndarray,
+    size: tuple[int, int],
+    interpolation: str,
+    fill: int,
+) -> Params:
     """A slot's parameters for both backends, keys prefixed with ``prefix``.
 
-    ``op``/``magnitude`` are what the torch realisation reads; ``kind`` and the rest are
-    the DALI feed (computed here, in double precision where torchvision uses Python floats).
+    ``op``/``magnitude`` are what the torch realisation reads; ``packed`` is the DALI feed,
+    one row per sample laid out as :data:`~dali_pipes.augment.slot_layout.FIELDS` (computed
+    here, in double precision where torchvision uses Python floats, then as the float32
+    values torchvision's kernels compute with).
     """
     factor = 1.0 + mags
     bits = np.clip(np.where(ops == OP_INDEX["Posterize"], mags, 8), 0, 8).astype(np.int64)
+    packed = slot_layout.pack(
+        _KIND_TABLE[ops],
+        warp_matrices(ops, mags, size),
+        factor.astype(np.float32),
+        (1.0 - factor).astype(np.float32),
+        (2.0 ** (8 - bits)).astype(np.float32),  # posterize: round down to a multiple
+        (255.0 * mags).astype(np.float32),
+        bilinear=interpolation == "bilinear",
+        fill=fill,
+    )
     return {
         f"{prefix}op": ops.astype(np.int32),
         f"{prefix}magnitude": mags,
-        f"{prefix}kind": _KIND_TABLE[ops],
-        f"{prefix}matrix": warp_matrices(ops, mags, size),
-        f"{prefix}factor": factor.astype(np.float32),
-        f"{prefix}inv": (1.0 - factor).astype(np.float32),
-        f"{prefix}step": (2.0 ** (8 - bits)).astype(np.float32),  # posterize: keep 8 - log2
-        f"{prefix}threshold": (255.0 * mags).astype(np.float32),
+        f"{prefix}packed": packed,
     }
 
 
-_READS = {
-    "affine": ("matrix",),
-    "brightness": ("factor",),
-    "color": ("factor", "inv"),
-    "contrast": ("factor", "inv"),
-    "sharpness": ("inv",),
-    "posterize": ("step",),
-    "solarize": ("threshold",),
-}
-
-
 def dali_params(names: tuple[str, ...], kinds: tuple[int, ...]) -> tuple[str, ...]:
-    """The slot parameters the DALI branches ``kinds`` read (``op`` and ``magnitude`` are
-    the torch realisation's; ``kind`` only matters when there is a choice)."""
-    wanted = {field for k in kinds for field in _READS.get(KINDS[k], ())}
-    if len(kinds) > 1:
-        wanted.add("kind")
-    return tuple(n for n in names if n.rsplit(".", 1)[-1] in wanted)
+    """The slot parameters DALI reads: the packed rows, unless every slot is an identity
+    (``op`` and ``magnitude`` are the torch realisation's)."""
+    if kinds == (slot_layout.IDENTITY,):
+        return ()
+    return tuple(n for n in names if n.rsplit(".", 1)[-1] == "packed")
 
 
 def torch_slot(image: torch.Tensor, p: Row, prefix: str, interpolation: str, fill: int) -> Any:
@@ -330,31 +322,50 @@ def dali_slot(
     fill: int,
     ctx: Context,
 ) -> Any:
-    """The DALI graph of one slot: per sample, the branch of its ``kind``.
+    """The DALI graph of one slot: per sample, the operation of its packed row.
 
-    ``kinds`` lists the branches the op can reach (others are not built).
+    On the CPU one compiled kernel (:mod:`~dali_pipes.augment.slot_kernel`); on the GPU
+    the pieces of :mod:`~dali_pipes.augment.dali_ops`, the branch of each sample's kind
+    picked with DALI conditionals (``kinds`` lists the branches the op can reach; others
+    are not built).
     """
+    if kinds == (slot_layout.IDENTITY,):
+        return images
+    packed = p[f"{prefix}packed"]
+    if not ctx.gpu and COMPILED_ON_CPU:
+        from dali_pipes.augment import slot_kernel  # imports numba: only for CPU pipelines
+
+        return slot_kernel.apply(images, packed)
+    fields = slot_layout.FIELDS
+
+    def field(name: str) -> Any:
+        from nvidia.dali import fn, types
+
+        return ctx.operand(fn.cast(packed[fields.index(name)], dtype=types.FLOAT))
 
     def branch(kind: int) -> Callable[[Any], Any]:
         name = KINDS[kind]
 
         def run(x: Any) -> Any:
+            from nvidia.dali import fn, types
+
             if name == "affine":
-                return dali_ops.affine(x, p[f"{prefix}matrix"], interpolation, fill)
+                start = fields.index("m00")
+                flat = fn.cast(packed[start : start + 6], dtype=types.FLOAT)
+                matrix = fn.reshape(flat, shape=[2, 3])
+                return dali_ops.affine(x, matrix, interpolation, fill)
             if name == "brightness":
-                return dali_ops.brightness(x, ctx.operand(p[f"{prefix}factor"]))
+                return dali_ops.brightness(x, field("factor"))
             if name == "color":
-                factor, inv = ctx.operand(p[f"{prefix}factor"]), ctx.operand(p[f"{prefix}inv"])
-                return dali_ops.saturation(x, factor, inv, ctx)
+                return dali_ops.saturation(x, field("factor"), field("inv"), ctx)
             if name == "contrast":
-                factor, inv = ctx.operand(p[f"{prefix}factor"]), ctx.operand(p[f"{prefix}inv"])
-                return dali_ops.contrast(x, factor, inv, ctx)
+                return dali_ops.contrast(x, field("factor"), field("inv"), ctx)
             if name == "sharpness":
-                return dali_ops.sharpness(x, ctx.operand(p[f"{prefix}inv"]), ctx)
+                return dali_ops.sharpness(x, field("inv"), ctx)
             if name == "posterize":
-                return dali_ops.posterize(x, ctx.operand(p[f"{prefix}step"]))
+                return dali_ops.posterize(x, field("step"))
             if name == "solarize":
-                return dali_ops.solarize(x, ctx.operand(p[f"{prefix}threshold"]))
+                return dali_ops.solarize(x, field("threshold"))
             if name == "autocontrast":
                 return dali_ops.autocontrast(x)
             if name == "equalize":
@@ -365,9 +376,9 @@ def dali_slot(
 
         return run
 
-    if len(kinds) == 1:  # no choice to make: the kind is not fed
+    if len(kinds) == 1:  # no choice to make
         return branch(kinds[0])(images)
-    return select(p[f"{prefix}kind"], [(k, branch(k)) for k in kinds], images)
+    return select(packed[fields.index("kind")], [(k, branch(k)) for k in kinds], images)
 
 
 def select(index: Any, branches: list[tuple[int, Callable[[Any], Any]]], images: Any) -> Any:

@@ -76,7 +76,9 @@ class AutoAugment(auto.SlotOp):
             mags = auto.magnitudes(
                 auto.STANDARD, step_ops, bins[pick, k], u[:, 2 + 2 * k] <= 0.5, _BINS, ctx.size
             )
-            params.update(auto.slot_params(prefix, step_ops, mags, ctx.size))
+            params.update(
+                auto.slot_params(prefix, step_ops, mags, ctx.size, self.interpolation, self.fill)
+            )
         return params
 
     def torchvision(self) -> Any:

@@ -1,5 +1,9 @@
 """DALI graph pieces that compute what ``torchvision.transforms.v2.functional`` computes.
 
+The auto-augment slots use them on the GPU only; DALI on the CPU runs a slot as one
+compiled kernel (:mod:`~dali_pipes.augment.slot_kernel`), exact where these pieces are
+off by a grey level. Colour jitter, grayscale and blur use them on both devices.
+
 Images between ops are *pixels*: float32 HWC DataNodes holding whole numbers in [0, 255],
 the values torchvision's uint8 tensors hold. Every function here takes and returns pixels;
 the arithmetic follows torchvision's on uint8 tensors step by step: float32 intermediates,
@@ -214,9 +218,9 @@ def equalize(images: Any, ctx: Context) -> Any:
     each sample by ``fn.python_function``: DALI has no per-sample lookup table, and its
     ``fn.equalize`` builds the table like OpenCV (inclusive cumulative histogram shifted by
     the first bin), which on the photos' random crops differs from torchvision's by a mean
-    of 13 grey levels (max ~130, where one bin holds many pixels). It is a few percent of
-    the samples (RandAugment picks it 1 time in 14), under a millisecond each. On the GPU
-    it is ``fn.equalize`` (OpenCV's rule), the difference stated above.
+    of 13 grey levels (max ~130, where one bin holds many pixels). On the GPU it is
+    ``fn.equalize`` (OpenCV's rule), the difference stated above. (The CPU branch runs
+    only when tests switch the compiled slot kernel off.)
     """
     from nvidia.dali import fn, types
 

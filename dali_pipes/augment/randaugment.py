@@ -74,7 +74,9 @@ class RandAugment(auto.SlotOp):
                 m = m + self.mstd * normal(slot[:, 2], slot[:, 3])
             m = np.clip(m, 0.0, top)
             mags = auto.magnitudes(table, ops, m, slot[:, 1] <= 0.5, top + 1, ctx.size)
-            params.update(auto.slot_params(prefix, ops, mags, ctx.size))
+            params.update(
+                auto.slot_params(prefix, ops, mags, ctx.size, self.interpolation, self.fill)
+            )
         return params
 
     def torchvision(self) -> Any:

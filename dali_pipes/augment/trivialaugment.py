@@ -44,7 +44,7 @@ class TrivialAugment(auto.SlotOp):
         ops = indices[choice(u[:, 0], len(indices))]
         m = choice(u[:, 1], bins).astype(np.float64)
         mags = auto.magnitudes(auto.WIDE, ops, m, u[:, 2] <= 0.5, bins, ctx.size)
-        return auto.slot_params("", ops, mags, ctx.size)
+        return auto.slot_params("", ops, mags, ctx.size, self.interpolation, self.fill)
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
