@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny generated ImageFolder trees, the shared real photos, devices."""
+"""Shared fixtures: tiny generated ImageFolder trees, real photos (shared or committed), devices."""
 
 from __future__ import annotations
 
@@ -13,9 +13,19 @@ from torchvision.io import encode_jpeg
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PHOTOS = Path(os.environ.get("DALI_PIPES_PHOTOS", SHARED / "photos"))
 CORNER = Path(os.environ.get("DALI_PIPES_CORNER", SHARED / "corner"))
+#: 13 real photos committed with the tests (tests/data/photos/SOURCE.md): textured, in
+#: 3 class folders, baseline and progressive, six chroma subsamplings, portrait, landscape
+#: and odd sizes. The stand-in for PHOTOS in a clone without ../shared.
+BUNDLED_PHOTOS = Path(__file__).resolve().parent / "data" / "photos"
 
 HAS_CUDA = torch.cuda.is_available()
 gpu = pytest.mark.gpu
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    root = PHOTOS if PHOTOS.is_dir() else BUNDLED_PHOTOS
+    count = sum(1 for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
+    return f"real photos: {root} ({count} files)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -85,6 +95,15 @@ def unique_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def photos() -> Path:
+    """The 213 shared photos (``../shared/data/photos`` or ``$DALI_PIPES_PHOTOS``), for
+    tests that need that set itself; they skip without it."""
     if not PHOTOS.is_dir():
         pytest.skip(f"real photos not found at {PHOTOS}")
     return PHOTOS
+
+
+@pytest.fixture(scope="session")
+def real_photos() -> Path:
+    """Real photos for the geometry-sensitive tests: the 213 shared ones where they are,
+    else the 13 committed with the tests, so a bare clone runs these tests, not skips them."""
+    return PHOTOS if PHOTOS.is_dir() else BUNDLED_PHOTOS

@@ -2,8 +2,10 @@
 
 Each op's random parameters are drawn once in NumPy from (seed, epoch, sample) and fed to
 both backends, so the comparison is with the same parameters. Outputs are compared on the
-0-255 scale. The bounds are set from the measurement on the 213 photos (figures printed by
-the test and recorded in benchmarks/RESULTS.md), each with its reason:
+0-255 scale. The bounds are set from the measurement on the 213 shared photos (figures
+printed by the test and recorded in benchmarks/RESULTS.md), each with its reason. Without
+../shared the tests run on the 13 photos committed in tests/data/photos with the same
+bounds (Equalize's share of values off by > 16 excepted: see ``BUNDLED_BOUNDS``):
 
 - every output starts from the decode-fused crop, where DALI's and torchvision's resize
   differ by mean 0.13 and at most 1 grey level; an op that is exact (flip, grayscale, blur,
@@ -29,12 +31,13 @@ moves the mean to 1 and above and puts values far off, which the bounds catch (t
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 import torch
-from conftest import gpu
+from conftest import BUNDLED_PHOTOS, gpu
 
 from dali_pipes.augment.randaugment import OPERATIONS
 from dali_pipes.backends import create_loader
@@ -77,14 +80,29 @@ for _name in OPERATIONS:
     _ops = {"randaugment": {"num_ops": 1, "magnitude": 9, "operations": [_name]}}
     CASES[f"randaugment[{_name}]"] = (_ops, SPECIAL.get(_name, EXACT))
 
+# Equalize's share of values off by > 16 is a figure of the photo set: it comes from photos
+# with smooth gradients (a sky), where a one-level resize difference moves a whole histogram
+# step. Two of the 13 committed photos are such (kite 2.0 %, business-suit 2.8 % under
+# Equalize), so on them these cases have bounds of their own, measured there (0.44 % and
+# 0.17 %) with the headroom the 213-photo bounds have; mean and max are the same bounds.
+BUNDLED_BOUNDS = {
+    "randaugment[Equalize]": Bound(0.7, over16=1.0),
+    "autoaugment": Bound(0.5, over16=0.4),
+}
+
 _DALI: dict[str, torch.Tensor] = {}  # DALI's output per case, shared with the wrong-parameter test
+
+
+def stride(root: Path, case: str) -> int:
+    """Every photo for the ops; for the single RandAugment operations (the ``randaugment[...]``
+    cases) every third of the 213 shared photos, to keep the suite short, and all of the 13
+    committed ones."""
+    return 3 if "[" in case and len(discover_folder(root).files) > 100 else 1
 
 
 def run(
     root: Path, case: str, ops: dict[str, Any], backend: DaliBackend | TorchBackend
 ) -> torch.Tensor:
-    """All 213 photos for the ops; every third one for the single RandAugment operations
-    (the ``randaugment[...]`` cases), to keep the suite short."""
     augment = AugmentSpec(
         train=SplitAugment(ops=ops), mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255)
     )
@@ -93,7 +111,7 @@ def run(
         train=True,
         batch_size=16,
         augment=augment,
-        sampling=SamplingSpec(seed=3, shuffle=False, world_size=3 if "[" in case else 1),
+        sampling=SamplingSpec(seed=3, shuffle=False, world_size=stride(root, case)),
         backend=backend,
     )
     with create_loader(spec) as loader:
@@ -121,12 +139,15 @@ def within(measured: Bound, bound: Bound) -> bool:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_op_on_dali_cpu_matches_the_torch_backend_on_real_photos(
-    case: str, photos: Path, capsys: pytest.CaptureFixture[str]
+    case: str, real_photos: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ops, bound = CASES[case]
-    ours = dali(photos, case)
-    reference = run(photos, case, ops, TorchBackend(device="cpu", num_workers=2))
-    assert ours.shape == reference.shape and len(ours) == (71 if "[" in case else 213)
+    if real_photos == BUNDLED_PHOTOS:
+        bound = BUNDLED_BOUNDS.get(case, bound)
+    ours = dali(real_photos, case)
+    reference = run(real_photos, case, ops, TorchBackend(device="cpu", num_workers=2))
+    every = math.ceil(len(discover_folder(real_photos).files) / stride(real_photos, case))
+    assert ours.shape == reference.shape and len(ours) == every  # 213 or 71 from ../shared
     measured = figures(ours, reference)
     with capsys.disabled():
         print(
@@ -158,17 +179,19 @@ WRONG: dict[str, tuple[str, dict[str, Any]]] = {
 
 @pytest.mark.parametrize("wrong", list(WRONG))
 def test_the_bounds_catch_a_wrong_parameter_fed_to_one_backend(
-    wrong: str, photos: Path, capsys: pytest.CaptureFixture[str]
+    wrong: str, real_photos: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     case, ops = WRONG[wrong]
-    measured = figures(dali(photos, case), run(photos, case, ops, TorchBackend(device="cpu")))
+    measured = figures(
+        dali(real_photos, case), run(real_photos, case, ops, TorchBackend(device="cpu"))
+    )
     with capsys.disabled():
         print(f"\nwrong parameter ({wrong}): {measured}")
     assert not within(measured, CASES[case][1])
 
 
 @gpu
-def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(photos: Path) -> None:
+def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(real_photos: Path) -> None:
     """nvJPEG decodes differently (test_parity's GPU bounds) and the GPU's equalize is
     DALI's own (OpenCV's table), so it is left out here. Provisional bounds: not yet run
     on a GPU; set them from the first measurement."""
@@ -181,8 +204,8 @@ def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(photos: Path) -
         },
     }
     measured = figures(
-        run(photos, "randaugment", ops, DaliBackend(device="gpu")),
-        run(photos, "randaugment", ops, DaliBackend(device="cpu")),
+        run(real_photos, "randaugment", ops, DaliBackend(device="gpu")),
+        run(real_photos, "randaugment", ops, DaliBackend(device="cpu")),
     )
     print(f"randaugment GPU vs CPU: {measured}")
     assert measured.mean <= 1.0 and measured.over16 <= 0.3
