@@ -5,8 +5,10 @@ it measures: the baseline a user would otherwise write (torchvision ``ImageFolde
 the same op list as torchvision v2 transforms + ``DataLoader`` with one worker per core,
 pinned memory, persistent workers), the torch
 backend, DALI on the CPU, DALI on the GPU (when there is one), the synthetic ceiling, and
-the machine's JPEG decode ceiling (full decodes per second on all cores). Each gets the
-median and range of images/s over repeats (warm-up excluded), its ratio to the baseline,
+the machine's JPEG decode ceiling (full decodes per second on all cores), and on request
+DALI's own ResNet-50 example pipeline (``dali-raw``, ``dali-raw-gpu``: :mod:`dali_pipes.peer`).
+Each gets the median and range of images/s over repeats (warm-up excluded), its ratio to
+the baseline, the DALI loaders' ratio to DALI's example on the same device (``vs_peer``),
 its share of the decode ceiling, CPU utilisation and peak host/GPU memory. The table goes
 to stdout, everything (with machine and versions) to a JSON file.
 """
@@ -183,6 +185,26 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
 
         return run
 
+    def peer(name: str, device_id: Callable[[], int | None]) -> Callable[[], Measurement]:
+        """DALI's own example pipeline (:mod:`dali_pipes.peer`) with our DALI threads."""
+
+        def run() -> Measurement:
+            from dali_pipes.peer import PeerLoader
+
+            options = _backend_for(cfg, "dali", "auto")
+            assert isinstance(options, DaliBackend)
+            with PeerLoader(spec, options, device_id()) as loader:
+                result = timed(name, lambda: loader)
+            result.note = loader.note
+            return result
+
+        return run
+
+    if {"dali-raw", "dali-raw-gpu"} & set(bench.candidates):
+        from dali_pipes.peer import peer_crop
+
+        peer_crop(spec)  # a crop the peer cannot realise fails now, before any measuring
+
     torch_backend = _backend_for(cfg, "torch", "auto")
     assert isinstance(torch_backend, TorchBackend)
     runners: dict[str, Callable[[], Measurement]] = {
@@ -199,10 +221,12 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
         "dali-gpu-shards": on_shards("dali-gpu-shards", _backend_for(cfg, "dali", "gpu")),
         "cache-ram": with_backend("cache-ram", torch_backend, cache="ram"),
         "cache-gpu": with_backend("cache-gpu", replace(torch_backend, device="gpu"), cache="gpu"),
+        "dali-raw": peer("dali-raw", lambda: None),
+        "dali-raw-gpu": peer("dali-raw-gpu", torch.cuda.current_device),
     }
     results: list[Measurement] = []
     for name in tqdm(bench.candidates, desc="bench", unit="loader", disable=None):
-        if name in ("dali-gpu", "dali-gpu-shards", "cache-gpu") and not cuda:
+        if name in ("dali-gpu", "dali-gpu-shards", "cache-gpu", "dali-raw-gpu") and not cuda:
             results.append(Measurement(name, note="skipped: no CUDA device"))
             continue
         log.info("measuring %s", name)
@@ -310,6 +334,10 @@ def _report(
     for r in results:
         row = r.as_dict()
         row["vs_baseline"] = r.median / base.median if base and base.rates and r.rates else math.nan
+        # a DALI loader against its peer; the peer itself is 1.0, like the baseline
+        peer = by_name.get(PEERS.get(r.name, r.name))
+        peer = peer if peer and peer.name in PEERS.values() else None
+        row["vs_peer"] = r.median / peer.median if peer and peer.rates and r.rates else math.nan
         row["pct_decode_ceiling"] = (
             100 * r.median / ceiling.median if ceiling and ceiling.rates and r.rates else math.nan
         )
@@ -324,12 +352,17 @@ def _report(
     }
 
 
+#: DALI loaders and their peer, DALI's own example pipeline on the same device: the
+#: ``vs_peer`` ratio is dali_pipes' framework tax (< 1) or gain (> 1).
+PEERS = {"dali-cpu": "dali-raw", "dali-gpu": "dali-raw-gpu"}
+
 COLUMNS = (
     ("loader", "name", "{}"),
     ("images/s (median)", "images_per_s_median", "{:.0f}"),
     ("min", "images_per_s_min", "{:.0f}"),
     ("max", "images_per_s_max", "{:.0f}"),
     ("× baseline", "vs_baseline", "{:.2f}"),
+    ("× DALI example", "vs_peer", "{:.2f}"),
     ("% decode ceiling", "pct_decode_ceiling", "{:.0f}"),
     ("CPU util %", "cpu_util_pct", "{:.0f}"),
     ("peak host MB", "peak_host_mb", "{:.0f}"),
@@ -342,7 +375,7 @@ def markdown(report: dict[str, Any]) -> str:
     """The results as a Markdown table ("–" where a figure does not apply)."""
 
     def cell(row: dict[str, Any], key: str, fmt: str) -> str:
-        value = 100 * row["cpu_util"] if key == "cpu_util_pct" else row[key]
+        value = 100 * row["cpu_util"] if key == "cpu_util_pct" else row.get(key, math.nan)
         if isinstance(value, float) and math.isnan(value):
             return "–"
         return fmt.format(value)

@@ -50,6 +50,9 @@ BENCH_CANDIDATES = (
     "dali-gpu-shards",
     "cache-ram",
     "cache-gpu",
+    # DALI's own ResNet-50 example pipeline on the same files (dali_pipes.peer), CPU and GPU
+    "dali-raw",
+    "dali-raw-gpu",
 )
 DEFAULT_BENCH_CANDIDATES = BENCH_CANDIDATES[:6]
 
