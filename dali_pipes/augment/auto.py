@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import dali_ops, slot_layout
 from dali_pipes.augment.base import Context, Op, Params, Row, number
@@ -163,6 +162,8 @@ def apply_torch(
     image: torch.Tensor, op: int, magnitude: float, interpolation: str, fill: int
 ) -> torch.Tensor:
     """One slot on a uint8 ``[3, H, W]`` image, as torchvision's auto-augment transforms do."""
+    import torchvision.transforms.v2.functional as F
+
     name = OPS[op]
     mode = F.InterpolationMode(interpolation)
     fill_: list[float] | None = None if fill == 0 else [float(fill)] * 3

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.auto import select
@@ -67,6 +66,8 @@ class ColorJitter(Op):
         return params
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        import torchvision.transforms.v2.functional as F
+
         if not p["apply"]:
             return image
         for k in range(4):

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment.base import number
 from dali_pipes.augment.batch import BatchOp, register_batch_op
@@ -111,6 +110,8 @@ class RandomErasing(BatchOp):
         noise: torch.Generator,
         num_classes: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        import torchvision.transforms.v2.functional as F
+
         boxes = params["boxes"]
         if boxes[:, :, 2].any():
             images = images.clone()  # the caller's tensor is left as it was

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
 
@@ -35,6 +34,8 @@ class HorizontalFlip(Op):
         return {"flip": (u[:, 0] < self.p).astype(np.int32)}
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        import torchvision.transforms.v2.functional as F
+
         return F.horizontal_flip(image) if p["flip"] else image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment.base import Context, Op, Params, Row, number, pair, register_op
 from dali_pipes.errors import require
@@ -54,6 +53,8 @@ class GaussianBlur(Op):
         }
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        import torchvision.transforms.v2.functional as F
+
         if not p["apply"]:
             return image
         sigma = float(p["sigma"])

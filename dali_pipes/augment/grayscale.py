@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
@@ -33,6 +32,8 @@ class Grayscale(Op):
         return {"gray": u[:, 0] < self.p}
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        import torchvision.transforms.v2.functional as F
+
         return F.rgb_to_grayscale(image, num_output_channels=3) if p["gray"] else image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
