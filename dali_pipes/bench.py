@@ -35,7 +35,7 @@ from tqdm import tqdm
 from dali_pipes import cli
 from dali_pipes.backends import create_loader
 from dali_pipes.config import loader_spec, to_spec
-from dali_pipes.dist import cpu_share
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.measure import Measurement, measure
 from dali_pipes.schemas import BenchSpec, PackSpec

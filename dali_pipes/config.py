@@ -21,9 +21,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from dali_pipes.backends import Loader, create_loader, names
+from dali_pipes.backends import Loader, check_name, create_loader
 from dali_pipes.device import Devices, output_device_for, resolve_devices
-from dali_pipes.dist import placement
+from dali_pipes.distributed import placement
 from dali_pipes.errors import ConfigError
 from dali_pipes.schemas import register
 from dali_pipes.sources import open_source
@@ -116,11 +116,7 @@ def loader_spec(
     """Everything the backend needs for ``split`` (train or val) of a composed config,
     including where to hand batches over when ``trainer.device`` says the model trains
     elsewhere than the backend makes them (``output_device``)."""
-    backend_name = str(cfg.backend.get("name", ""))
-    if backend_name not in names():
-        raise ConfigError(
-            f"backend={backend_name!r} is unknown: choose one of {', '.join(names())}"
-        )
+    check_name(str(cfg.backend.get("name", "")))
     data = to_spec(cfg.data, DataSpec)
     augment = to_spec(cfg.augment, AugmentSpec)
     backend = to_spec(cfg.backend, BackendSpec)

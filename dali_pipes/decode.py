@@ -24,9 +24,8 @@ from typing import TypeAlias
 
 import numpy as np
 import torch
-from torchvision.io import ImageReadMode, decode_image
 
-from dali_pipes.errors import DataError
+from dali_pipes.errors import DataError, unreadable
 from dali_pipes.imageinfo import image_size
 
 Blob: TypeAlias = np.ndarray | DataError  # a file's bytes, or why they could not be read
@@ -37,9 +36,7 @@ def read_file(path: str) -> Blob:
     try:
         return np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
-        return DataError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
-        )
+        return unreadable(path, exc)
 
 
 def header_size(blob: Blob, path: str, max_pixels: int | None = None) -> tuple[int, int]:
@@ -55,6 +52,8 @@ def decode_bytes(blob: Blob, path: str, max_pixels: int | None = None) -> torch.
     or raise :class:`DataError` naming the file."""
     header_size(blob, path, max_pixels)  # before any decoder allocates memory for it
     assert not isinstance(blob, DataError)  # header_size raised the read error
+    from torchvision.io import ImageReadMode, decode_image  # ~2 s: not on the DALI path
+
     data = torch.from_numpy(np.array(blob, dtype=np.uint8, copy=not blob.flags.writeable))
     try:
         return decode_image(data, mode=ImageReadMode.RGB, apply_exif_orientation=False)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dali_pipes.dist import placement
+from dali_pipes.distributed import placement
 from dali_pipes.errors import ConfigError, DeviceError, require
 
 if TYPE_CHECKING:
@@ -93,6 +93,36 @@ def local_gpu() -> torch.device:
     )
 
 
+def _check_request(
+    backend_device: str, trainer_device: str, backend: str, trainer_key: str, available: bool
+) -> None:
+    """Refuse, in one line naming the keys, a value that is not a choice, a pair that makes
+    no sense, or a GPU the machine does not have (``available``: CUDA is usable)."""
+    require(
+        backend_device in BACKEND_DEVICES,
+        "backend.device",
+        backend_device,
+        f"choose one of {BACKEND_DEVICES}",
+    )
+    check_trainer_device(trainer_device, trainer_key)
+    if backend_device == "gpu" and trainer_device == "cpu":
+        raise DeviceError(
+            f"backend.device=gpu with {trainer_key}=cpu: batches made on the GPU would be "
+            f"copied back to a model on the CPU; use backend.device=cpu (or auto) to train on "
+            f"the CPU, or {trainer_key}=cuda"
+        )
+    if backend_device == "gpu" and not available:
+        raise DeviceError(
+            f"backend.device=gpu but no CUDA device is visible to {backend or 'the backend'} "
+            "(torch.cuda.is_available() is False); use backend.device=cpu or backend.device=auto"
+        )
+    if trainer_device == "cuda" and not available:
+        raise DeviceError(
+            f"{trainer_key}=cuda but no CUDA device is visible "
+            f"(torch.cuda.is_available() is False); use {trainer_key}=cpu or {trainer_key}=auto"
+        )
+
+
 def resolve_devices(
     backend_device: str,
     trainer_device: str = "auto",
@@ -111,30 +141,8 @@ def resolve_devices(
     no sense (batches made on the GPU for a model on the CPU) fail in one line naming both
     keys.
     """
-    require(
-        backend_device in BACKEND_DEVICES,
-        "backend.device",
-        backend_device,
-        f"choose one of {BACKEND_DEVICES}",
-    )
-    check_trainer_device(trainer_device, trainer_key)
-    if backend_device == "gpu" and trainer_device == "cpu":
-        raise DeviceError(
-            f"backend.device=gpu with {trainer_key}=cpu: batches made on the GPU would be "
-            f"copied back to a model on the CPU; use backend.device=cpu (or auto) to train on "
-            f"the CPU, or {trainer_key}=cuda"
-        )
     available = torch.cuda.is_available()
-    if backend_device == "gpu" and not available:
-        raise DeviceError(
-            f"backend.device=gpu but no CUDA device is visible to {backend or 'the backend'} "
-            "(torch.cuda.is_available() is False); use backend.device=cpu or backend.device=auto"
-        )
-    if trainer_device == "cuda" and not available:
-        raise DeviceError(
-            f"{trainer_key}=cuda but no CUDA device is visible "
-            f"(torch.cuda.is_available() is False); use {trainer_key}=cpu or {trainer_key}=auto"
-        )
+    _check_request(backend_device, trainer_device, backend, trainer_key, available)
     cpu = torch.device("cpu")
     model_on_gpu = trainer_device == "cuda" or (
         trainer_device == "auto" and backend_device != "cpu" and available

@@ -36,8 +36,8 @@ from dali_pipes import cli
 from dali_pipes.backends import Loader, create_loader
 from dali_pipes.bench import environment
 from dali_pipes.config import devices_of, loader_spec, to_spec
-from dali_pipes.device import output_device_for, resolve_devices
-from dali_pipes.dist import cpu_share
+from dali_pipes.device import Devices, output_device_for, resolve_devices
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.loop import StepConfig, train_one_epoch
 from dali_pipes.recipe import TrainerSpec, make_optimizer
@@ -244,42 +244,12 @@ def measure_placements(
         bench = _Bench(cfg, spec, doctor, model)
         ceiling = bench.ceiling()
     mine = resolve_devices(spec.backend.device, trainer_device, quiet=True)
-    rows: list[dict[str, Any]] = []
-    for candidate in candidates(spec.backend, gpu):
-        b = candidate.backend
-        row: dict[str, Any] = {
-            "name": candidate.name,
-            "overrides": candidate.overrides,
-            "backend": b.name,
-            "backend_device": b.device,
-            "trainer_device": candidate.trainer_device,
-            "images_per_s": None,
-            "data_wait": None,
-            "vs_ceiling": None,
-            "fed": False,
-            "note": "",
-        }
-        try:
-            devices = resolve_devices(b.device, candidate.trainer_device, b.name, quiet=True)
-            is_configured = b.name == spec.backend.name and devices == mine
-            if is_configured and bench.device == mine.model:
-                rate, row["note"] = fed, "configured"
-            else:
-                log.info("  placement %s", candidate.name)
-                out = output_device_for(b.device, candidate.trainer_device, b.name)
-                rate = bench.rate(b, output_device=out)
-        except DaliPipesError as exc:  # e.g. DALI cannot use this GPU: say so, carry on
-            row["note"] = f"unavailable: {exc}"
-            rows.append(row)
-            continue
-        share = rate.images_per_s / ceiling.images_per_s
-        row.update(
-            images_per_s=rate.images_per_s,
-            data_wait=rate.data_wait,
-            vs_ceiling=share,
-            fed=share >= FED_SHARE,
-        )
-        rows.append(row)
+    # The configured placement's rate is reused when the bench runs its model device.
+    reuse = fed if bench.device == mine.model else None
+    rows = [
+        _placement_row(candidate, spec.backend.name, mine, bench, ceiling, reuse)
+        for candidate in candidates(spec.backend, gpu)
+    ]
     rows.sort(key=lambda r: r["note"] != "configured")  # the configured one wins ties
     pick = _pick(rows, doctor.min_gain)
     return {
@@ -288,6 +258,50 @@ def measure_placements(
         "placements": rows,
         "recommended_placement": pick,
     }
+
+
+def _placement_row(
+    candidate: Candidate,
+    configured: str,
+    mine: Devices,
+    bench: _Bench,
+    ceiling: Rate,
+    fed: Rate | None,
+) -> dict[str, Any]:
+    """One candidate placement measured (or, for the configured backend and placement,
+    its rate ``fed`` reused), or why it is unavailable here."""
+    b = candidate.backend
+    row: dict[str, Any] = {
+        "name": candidate.name,
+        "overrides": candidate.overrides,
+        "backend": b.name,
+        "backend_device": b.device,
+        "trainer_device": candidate.trainer_device,
+        "images_per_s": None,
+        "data_wait": None,
+        "vs_ceiling": None,
+        "fed": False,
+        "note": "",
+    }
+    try:
+        devices = resolve_devices(b.device, candidate.trainer_device, b.name, quiet=True)
+        if b.name == configured and devices == mine and fed is not None:
+            rate, row["note"] = fed, "configured"
+        else:
+            log.info("  placement %s", candidate.name)
+            out = output_device_for(b.device, candidate.trainer_device, b.name)
+            rate = bench.rate(b, output_device=out)
+    except DaliPipesError as exc:  # e.g. DALI cannot use this GPU: say so, carry on
+        row["note"] = f"unavailable: {exc}"
+        return row
+    share = rate.images_per_s / ceiling.images_per_s
+    row.update(
+        images_per_s=rate.images_per_s,
+        data_wait=rate.data_wait,
+        vs_ceiling=share,
+        fed=share >= FED_SHARE,
+    )
+    return row
 
 
 def write_tuned(backend: BackendSpec, out_dir: Path) -> Path:

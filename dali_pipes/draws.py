@@ -3,9 +3,13 @@
 This is the one source of randomness for augmentation in every backend. A sample's draws
 do not depend on the batch it lands in, the world size, the number of workers or what ran
 before, so ``set_epoch`` is reproducible, a resumed epoch replays exactly and all backends
-receive the same numbers. A pipeline hands each op its own run of counters (the crop takes
-the first ones, the next op the ones after, ...), so an op's draws are fixed by its
-position in the pipeline and the sample, never by another op's outcome.
+receive the same numbers. "Sample" is the sample's identity
+(:meth:`dali_pipes.sources.ImageSource.identity`: its file's index in the folder), not its
+position in the dataset, so a packed copy of a folder draws the same numbers as the folder.
+
+A pipeline hands each op its own run of counters (the crop takes the first ones, the next
+op the ones after, ...), so an op's draws are fixed by its position in the pipeline and
+the sample, never by another op's outcome.
 """
 
 from __future__ import annotations

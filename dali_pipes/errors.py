@@ -31,3 +31,11 @@ def require(ok: bool, key: str, value: Any, need: str) -> None:
     """Raise a one-line :class:`ConfigError` naming ``key=value`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{key}={value!r} is invalid: {need}")
+
+
+def unreadable(path: str, exc: OSError, what: str = "the file") -> DataError:
+    """The one-line error for a file the operating system would not let us read (or open):
+    every image, shard and decode path words it the same way."""
+    return DataError(
+        f"{path}: cannot read {what} ({exc.strerror or exc}); check it exists and is readable"
+    )

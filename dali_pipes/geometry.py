@@ -35,8 +35,13 @@ class Geometry:
         end = (self.crop + np.asarray(self.out)) * scale
         return start.astype(np.float32), end.astype(np.float32)
 
+    def decode_window(self) -> tuple[np.ndarray, np.ndarray]:
+        """The window as DALI's decoders slice it: anchor (x, y) and shape (w, h), float32."""
+        return self.window[:, :2].astype(np.float32), self.window[:, 2:].astype(np.float32)
+
     def row(self, j: int) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple[int, int]]:
-        """Sample ``j``'s window, resize and crop as plain ints (for the torch realisation)."""
+        """Sample ``j``'s window, resize and crop as plain ints (for the torch realisation,
+        :func:`dali_pipes.transforms.apply_row`)."""
         x, y, w, h = (int(v) for v in self.window[j])
         return (
             (x, y, w, h),

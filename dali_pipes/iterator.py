@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from dali_pipes.backends.dali import DaliLoader
 from dali_pipes.config import augment_preset, loader_spec
-from dali_pipes.dist import placement
+from dali_pipes.distributed import placement
 from dali_pipes.errors import ConfigError
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import (

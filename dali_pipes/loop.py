@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from dali_pipes.backends.base import Loader
 from dali_pipes.metrics import correct_topk
+from dali_pipes.normalize import Batch
 from dali_pipes.recipe import unwrap
 
 
@@ -88,36 +89,19 @@ def train_one_epoch(
     start = time.perf_counter()
     batches = iter(loader)
     for step in range(steps):
-        waited = time.perf_counter()
-        try:
-            images, labels = next(batches)
-        except StopIteration:
+        batch = _next_batch(batches, stats)
+        if batch is None:
             break
-        stats.data_wait += time.perf_counter() - waited
-        with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
-            logits = model(_prepare(images, cfg))
-            loss = criterion(logits, labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        if cfg.clip_grad_norm is not None:
-            scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
-            nn.utils.clip_grad_norm_(params, cfg.clip_grad_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        scheduler.step()
+        images, labels = batch
+        logits, loss = _forward(model, criterion, images, labels, cfg, device)
+        _optimizer_step(loss, optimizer, scheduler, scaler, params, cfg.clip_grad_norm)
         if ema is not None:
             ema.update_parameters(unwrap(model))
         stats.steps += 1
         loss_sum += loss.detach().double() * len(labels)
         correct += (logits.detach().argmax(dim=1) == hard_labels(labels)).sum()
         stats.samples += len(labels)
-        bar.update(1)
-        if cfg.progress and (step % 10 == 0 or step == steps - 1):
-            elapsed = time.perf_counter() - start
-            bar.set_postfix(
-                img_s=f"{stats.samples / elapsed:.0f}",
-                wait=f"{100 * stats.data_wait / elapsed:.0f}%",
-            )
+        _show_progress(bar, stats, start, step, steps, cfg.progress)
         if stop is not None and stop():
             stats.stopped = step < steps - 1  # after the epoch's last step it is just done
             break
@@ -129,6 +113,65 @@ def train_one_epoch(
     stats.correct1 += float(correct)
     bar.close()
     return stats
+
+
+def _next_batch(batches: Iterator[Batch], stats: EpochStats) -> Batch | None:
+    """The loader's next batch (None at the end of the epoch), its wait counted in ``stats``."""
+    waited = time.perf_counter()
+    try:
+        batch = next(batches)
+    except StopIteration:
+        return None
+    stats.data_wait += time.perf_counter() - waited
+    return batch
+
+
+def _forward(
+    model: nn.Module,
+    criterion: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    cfg: StepConfig,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, loss) of one batch, under autocast when the step config asks for it."""
+    with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
+        logits = model(_prepare(images, cfg))
+        loss = criterion(logits, labels)
+    return logits, loss
+
+
+def _optimizer_step(
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+    params: list[torch.Tensor],
+    clip_grad_norm: float | None,
+) -> None:
+    """Backward (loss-scaled), optional clipping of the true gradients, optimizer and
+    schedule step."""
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    if clip_grad_norm is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+        nn.utils.clip_grad_norm_(params, clip_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+
+
+def _show_progress(
+    bar: tqdm, stats: EpochStats, start: float, step: int, steps: int, progress: bool
+) -> None:
+    """Advance the bar; every 10 steps (and at the last) show images/s and the data wait."""
+    bar.update(1)
+    if progress and (step % 10 == 0 or step == steps - 1):
+        elapsed = time.perf_counter() - start
+        bar.set_postfix(
+            img_s=f"{stats.samples / elapsed:.0f}",
+            wait=f"{100 * stats.data_wait / elapsed:.0f}%",
+        )
 
 
 @torch.no_grad()

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from dali_pipes.shards import (
     MANIFEST,
     ShardSample,
     image_ext,
+    sample_key,
     shard_complete,
     shard_name,
     write_json,
@@ -142,10 +143,50 @@ def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
         log.warning("skipping %s", exc)
         return None
     assert not isinstance(blob, DataError)  # header_size raised the read error
-    return ShardSample(f"s{i:09d}", image_ext(path), blob.tobytes(), int(source.labels[i]), path)
+    key = sample_key(i)  # the sample's identity: its draws follow it into the shards
+    return ShardSample(key, image_ext(path), blob.tobytes(), int(source.labels[i]), path)
 
 
 def run_pack(cfg: DictConfig) -> dict[str, Any]:
+    spec, data, out = _settings(cfg)
+    splits, sources, names = _parts(data)
+    shard_bytes = spec.shard_size_mb * 2**20
+    parts = [
+        Part(name, source, plan_shards(source, shard_bytes, spec.seed + k))
+        for k, (name, source) in enumerate(zip(names, sources, strict=True))
+    ]
+    resuming = _prepare_out(out, _fingerprint(parts, spec), spec.overwrite)
+    total = sum(len(s) for p in parts for s in p.shards)
+    progress = _Progress()
+    with tqdm(total=total, desc="pack", unit="img", disable=None) as bar:
+        manifest_parts = {
+            part.name: _write_part(out, part, data, resuming, progress, bar) for part in parts
+        }
+    manifest = {
+        "format": FORMAT,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "classes": list(sources[0].classes),
+        "splits": splits,
+        "parts": manifest_parts,
+        "samples": total - len(progress.skipped),
+        "skipped": progress.skipped,
+        "settings": asdict(spec),
+    }
+    write_json(out / MANIFEST, manifest)
+    shards = sum(len(p.shards) for p in parts)
+    if resuming:
+        log.info(
+            "resumed: %d of %d shards were complete, %d written",
+            progress.kept,
+            shards,
+            progress.written,
+        )
+    print(f"packed {total - len(progress.skipped)} samples into {shards} shards in {out}")
+    return manifest
+
+
+def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, Path]:
+    """The pack and data nodes, checked, and the output directory."""
     spec = to_spec(cfg.pack, PackSpec)
     data = to_spec(cfg.data, DataSpec)
     if isinstance(data, ShardData):
@@ -155,60 +196,47 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
     out_value = cfg.get("out")
     if not out_value:
         raise ConfigError("out is not set: pass out=/path/to/shards")
-    out = Path(str(out_value)).expanduser()
-    splits, sources, names = _parts(data)
-    shard_bytes = spec.shard_size_mb * 2**20
-    parts = [
-        Part(name, source, plan_shards(source, shard_bytes, spec.seed + k))
-        for k, (name, source) in enumerate(zip(names, sources, strict=True))
-    ]
-    resuming = _prepare_out(out, _fingerprint(parts, spec), spec.overwrite)
-    total = sum(len(s) for p in parts for s in p.shards)
-    done = written = 0
-    manifest_parts: dict[str, Any] = {}
-    skipped: list[list[str]] = []
-    with tqdm(total=total, desc="pack", unit="img", disable=None) as bar:
-        for part in parts:
-            directory = out / part.name
-            directory.mkdir(exist_ok=True)
-            entries = []
-            for number, shard in enumerate(part.shards):
-                if resuming and shard_complete(directory, number):
-                    done += 1
-                else:
-                    samples = [_load(part.source, i, data) for i in shard]
-                    skipped += [
-                        [part.source.files[i]] for i, s in zip(shard, samples, strict=True) if not s
-                    ]
-                    write_shard(directory, number, [s for s in samples if s is not None])
-                    written += 1
-                bar.update(len(shard))
-                name = shard_name(number)
-                entries.append(
-                    {
-                        "number": number,
-                        "tar": f"{part.name}/{name}.tar",
-                        "index": f"{part.name}/{name}.idx",
-                        "meta": f"{part.name}/{name}.json",
-                    }
-                )
-            manifest_parts[part.name] = {"root": part.source.root, "shards": entries}
-    manifest = {
-        "format": FORMAT,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "classes": list(sources[0].classes),
-        "splits": splits,
-        "parts": manifest_parts,
-        "samples": total - len(skipped),
-        "skipped": skipped,
-        "settings": asdict(spec),
-    }
-    write_json(out / MANIFEST, manifest)
-    shards = sum(len(p.shards) for p in parts)
-    if resuming:
-        log.info("resumed: %d of %d shards were complete, %d written", done, shards, written)
-    print(f"packed {total - len(skipped)} samples into {shards} shards in {out}")
-    return manifest
+    return spec, data, Path(str(out_value)).expanduser()
+
+
+@dataclass
+class _Progress:
+    """What a pack run did: shards kept from an earlier run, shards written, files skipped."""
+
+    kept: int = 0
+    written: int = 0
+    skipped: list[list[str]] = field(default_factory=list)
+
+
+def _write_part(
+    out: Path, part: Part, data: DataSpec, resuming: bool, progress: _Progress, bar: tqdm
+) -> dict[str, Any]:
+    """Write the part's shards (keeping the complete ones of an earlier run of the same
+    plan); return its manifest entry."""
+    directory = out / part.name
+    directory.mkdir(exist_ok=True)
+    entries = []
+    for number, shard in enumerate(part.shards):
+        if resuming and shard_complete(directory, number):
+            progress.kept += 1
+        else:
+            samples = [_load(part.source, i, data) for i in shard]
+            progress.skipped += [
+                [part.source.files[i]] for i, s in zip(shard, samples, strict=True) if not s
+            ]
+            write_shard(directory, number, [s for s in samples if s is not None])
+            progress.written += 1
+        bar.update(len(shard))
+        name = shard_name(number)
+        entries.append(
+            {
+                "number": number,
+                "tar": f"{part.name}/{name}.tar",
+                "index": f"{part.name}/{name}.idx",
+                "meta": f"{part.name}/{name}.json",
+            }
+        )
+    return {"root": part.source.root, "shards": entries}
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import torch
 
 from dali_pipes.augment.crop import RandomResizedCrop
 from dali_pipes.augment.flip import HorizontalFlip
-from dali_pipes.dist import cpu_share
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import DaliBackend, LoaderSpec

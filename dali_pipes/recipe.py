@@ -98,6 +98,12 @@ class TrainerSpec:
 
     def __post_init__(self) -> None:
         check_trainer_device(self.device)
+        self._check_optimisation()
+        self._check_run()
+        self._check_factories()
+
+    def _check_optimisation(self) -> None:
+        """The schedule's and the loss's numbers (each with its key in the message)."""
         require(self.epochs >= 1, "trainer.epochs", self.epochs, "must be >= 1")
         require(0 < self.base_lr < math.inf, "trainer.base_lr", self.base_lr, "must be > 0")
         require(
@@ -140,6 +146,9 @@ class TrainerSpec:
                 self.clip_grad_norm,
                 "must be a finite number > 0 or null",
             )
+
+    def _check_run(self) -> None:
+        """Precision, memory format, steps and checkpoints kept."""
         require(self.amp in AMP, "trainer.amp", self.amp, f"choose one of {AMP}")
         require(
             self.channels_last in SWITCH,
@@ -157,6 +166,10 @@ class TrainerSpec:
         require(
             self.keep_checkpoints >= 1, "trainer.keep_checkpoints", self.keep_checkpoints, ">= 1"
         )
+
+    def _check_factories(self) -> None:
+        """The optimizer and schedule ``_target_`` nodes: known arguments, and values their
+        constructors accept."""
         _check_target(self.optimizer, "trainer.optimizer", OPTIMIZER_SUPPLIED)
         _check_target(self.schedule, "trainer.schedule", SCHEDULE_SUPPLIED)
         # Build both once on a probe parameter: a value the constructor refuses (AdamW's

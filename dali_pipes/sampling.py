@@ -1,6 +1,6 @@
 """Which samples a rank reads in an epoch, in which order: DistributedSampler semantics.
 
-The order is ``torch.randperm`` seeded with ``seed + epoch`` and the shard is every
+The order is ``torch.randperm`` seeded with ``seed + epoch`` and a rank's share is every
 ``world_size``-th index starting at ``rank``, exactly as ``DistributedSampler`` does, so a
 loader here and a ``DataLoader(sampler=DistributedSampler(...))`` agree index for index.
 Without ``drop_last`` the permutation is padded with its own head so every rank gets the
@@ -35,8 +35,9 @@ from dali_pipes.spec import SamplingSpec
 
 
 @dataclass(frozen=True)
-class ShardSampler:
-    """The per-epoch sample indices of one rank."""
+class RankSampler:
+    """One rank's sample indices per epoch: ``DistributedSampler``'s (for files; a packed
+    dataset is read in :class:`StreamSampler`'s order)."""
 
     num_items: int
     spec: SamplingSpec
@@ -57,7 +58,7 @@ class ShardSampler:
         return self._share(max(self.num_items - start, 0))
 
     def order(self, epoch: int) -> np.ndarray:
-        """The epoch order of all samples (before padding and sharding): f(seed, epoch)."""
+        """The epoch order of all samples (before padding and dealing out): f(seed, epoch)."""
         if self.spec.shuffle:
             g = torch.Generator()
             g.manual_seed(self.spec.seed + epoch)
@@ -99,12 +100,12 @@ class ShardSampler:
 
 
 @dataclass(frozen=True)
-class StreamSampler(ShardSampler):
+class StreamSampler(RankSampler):
     """The order for a packed dataset: shard by shard, so reads stay sequential-ish.
 
     Each epoch visits the shards in an order drawn from (seed, epoch) and concatenates
     their samples; rank ``r`` takes the ``r``-th contiguous run of that sequence (padded
-    or truncated exactly like :class:`ShardSampler`, so every rank has the same length and
+    or truncated exactly like :class:`RankSampler`, so every rank has the same length and
     the ranks' samples are disjoint), then samples are shuffled within consecutive windows
     of ``layout.shuffle_buffer``. The same order in every backend: f(seed, epoch, rank).
 
@@ -172,8 +173,8 @@ class StreamSampler(ShardSampler):
             )
 
 
-def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> ShardSampler:
+def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> RankSampler:
     """DistributedSampler order for files; the streaming order for a packed dataset."""
     if layout is None:
-        return ShardSampler(num_items, spec)
+        return RankSampler(num_items, spec)
     return StreamSampler(num_items, spec, layout)

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from dali_pipes import cli
 from dali_pipes.config import to_spec
-from dali_pipes.dist import cpu_share
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import DaliPipesError, DataError
 from dali_pipes.manifest import write_manifest
 from dali_pipes.schemas import ScanSpec

@@ -12,6 +12,11 @@ Layout written by ``python -m dali_pipes.pack`` (:mod:`dali_pipes.pack`)::
 (both splits read it). Tar members are written with fixed metadata (mtime 0, uid 0), so
 packing the same files with the same settings gives byte-identical shards.
 
+A sample's key is its identity: the index of its file in the folder's ``ImageFolder``
+order (``s000000042`` = file 42; :func:`sample_key`, :func:`key_identity`). Augmentation
+is drawn from the identity (:meth:`dali_pipes.sources.ImageSource.identity`), so a photo
+gets the same crop and flip from its shard as from the folder, wherever packing put it.
+
 Reading needs no tar parsing: each sample's offset and size come from the index, and
 :class:`ShardReader` fetches a batch with positioned reads (``os.pread``), merging
 neighbouring samples into one read, from one open descriptor per shard and process.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,17 +36,36 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.errors import DataError
+from dali_pipes.errors import DataError, unreadable
 
 FORMAT = "dali_pipes.shards/1"
 MANIFEST = "dataset.json"
 IMAGE_EXTS = ("jpg", "png", "webp")
 INDEX_VERSION = "v1.2"
 _MERGE_GAP = 64 * 1024  # read neighbouring samples in one call when at most this far apart
+_KEY = re.compile(r"s(\d{9,})\.[a-z]+")  # sample_key(i) + "." + its extension
 
 
 def shard_name(number: int) -> str:
     return f"shard-{number:06d}"
+
+
+def sample_key(identity: int) -> str:
+    """A packed sample's key: its file's index in the folder (``42`` -> ``s000000042``)."""
+    return f"s{identity:09d}"
+
+
+def key_identity(member: str, tar: str = "") -> int:
+    """The identity a member name carries (``s000000042.jpg`` -> 42): :func:`sample_key`
+    read back; a one-line :class:`DataError` naming the shard ``tar`` for a name ``pack``
+    did not write."""
+    match = _KEY.fullmatch(member)
+    if match is None:
+        raise DataError(
+            f"{tar or member}: member {member!r} is not a sample key pack writes; "
+            "re-pack with python -m dali_pipes.pack"
+        )
+    return int(match[1])
 
 
 def image_ext(path: str) -> str:
@@ -182,7 +207,8 @@ def read_index(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 @dataclass(frozen=True, eq=False)
 class ShardLayout:
-    """Where each sample of a packed split lives: shard number, offset and size."""
+    """Where each sample of a packed split lives: shard number, offset and size; and which
+    sample it is (its identity, :func:`key_identity`)."""
 
     tars: tuple[str, ...]
     shard: np.ndarray = field(repr=False)  # int64 per sample, ascending (shards in order)
@@ -190,6 +216,8 @@ class ShardLayout:
     size: np.ndarray = field(repr=False)
     #: the reading window: an epoch shuffles samples within runs of this many (0: off)
     shuffle_buffer: int = 0
+    #: int64 per sample: its file's index in the packed folder (None: its position)
+    ids: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def num_shards(self) -> int:
@@ -234,7 +262,7 @@ def open_split(
     tars: list[str] = []
     names: list[str] = []
     labels: list[int] = []
-    shard_ids, offsets, sizes = [], [], []
+    shard_ids, offsets, sizes, ids = [], [], [], []
     for number, entry in enumerate(manifest["parts"][part]["shards"]):
         tar = str(top / entry["tar"])
         meta_path = top / entry["meta"]
@@ -250,6 +278,7 @@ def open_split(
             raise DataError(f"{tar}: index and sidecar disagree; re-pack it")
         tars.append(tar)
         names += [f"{tar}:{m}" for m in members]
+        ids += [key_identity(m, tar) for m in members]
         labels += meta["labels"]
         shard_ids.append(np.full(len(members), number, np.int64))
         offsets.append(off)
@@ -260,6 +289,7 @@ def open_split(
         np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
         np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
         shuffle_buffer,
+        np.asarray(ids, np.int64),
     )
     return names, np.asarray(labels, np.int64), list(manifest["classes"]), layout
 
@@ -290,9 +320,7 @@ class ShardReader:
             try:
                 fd = self._fds[shard] = os.open(path, os.O_RDONLY)
             except OSError as exc:
-                raise DataError(
-                    f"{path}: cannot open the shard ({exc.strerror or exc}); check it exists"
-                ) from None
+                raise unreadable(path, exc, "the shard") from None
         return fd
 
     def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
@@ -311,7 +339,7 @@ class ShardReader:
             try:
                 blob = os.pread(self._fd(int(lay.shard[first])), end - start, start)
             except OSError as exc:
-                raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+                raise unreadable(path, exc, "the shard") from None
             if len(blob) != end - start:
                 raise DataError(f"{path}: shard is truncated; re-pack it")
             buf = np.frombuffer(blob, np.uint8)

@@ -64,7 +64,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dali_pipes.dist import placement
+from dali_pipes.distributed import placement
 from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
 
 log = logging.getLogger("dali_pipes.data")

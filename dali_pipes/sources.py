@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.decode import read_file
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.manifest import read_manifest
 from dali_pipes.shards import ShardLayout, ShardReader, open_split
@@ -34,7 +35,8 @@ class ImageSource:
     """Encoded images of one split with ImageFolder labels: files, or samples in shards.
 
     ``files`` names every sample (a path, or ``shard.tar:member`` for a packed dataset);
-    :meth:`read` returns their bytes either way.
+    :meth:`read` returns their bytes either way. A sample's augmentation is keyed by
+    :meth:`identity`, the same for a file and for its packed copy.
     """
 
     root: str
@@ -61,7 +63,17 @@ class ImageSource:
                 return list(reader.read(indices))
             except DataError as exc:
                 return [exc] * len(indices)
-        return [_read_file(self.files[int(i)]) for i in indices]
+        return [read_file(self.files[int(i)]) for i in indices]
+
+    def identity(self, indices: list[int] | np.ndarray) -> np.ndarray:
+        """What each sample's random augmentation is drawn from (with seed and epoch): the
+        index of its file in the folder's ImageFolder order. For a folder that is the
+        sample's index here; a packed sample carries it in its key (the packing shuffled
+        the samples), so a photo gets the same crop and flip from its shard as from the
+        folder it was packed from."""
+        idx = np.asarray(indices, dtype=np.int64)
+        ids = None if self.layout is None else self.layout.ids
+        return idx if ids is None else ids[idx]
 
     @property
     def num_classes(self) -> int:
@@ -90,15 +102,6 @@ class SyntheticSource:
 Source = ImageSource | SyntheticSource
 
 
-def _read_file(path: str) -> np.ndarray | DataError:
-    try:
-        return np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        return DataError(
-            f"{path}: cannot read the file ({exc.strerror or exc}); check it exists and is readable"
-        )
-
-
 def discover_folder(
     root: str | os.PathLike[str], *, on_error: str = "raise", exclude: str | None = None
 ) -> ImageSource:
@@ -111,13 +114,7 @@ def discover_folder(
     excluded = read_manifest(exclude) if exclude else {}
     rejected: list[tuple[str, str]] = []
     top = Path(root).expanduser()
-    if not top.exists():
-        raise DataError(f"data root {top} does not exist; set data.root to an image folder")
-    if not top.is_dir():
-        raise DataError(f"data root {top} is not a directory; set data.root to an image folder")
-    classes = sorted(e.name for e in os.scandir(top) if e.is_dir())
-    if not classes:
-        raise DataError(f"data root {top} has no class folders; expected {top}/<class>/<image>.jpg")
+    classes = _class_folders(top)
     files: list[str] = []
     labels: list[int] = []
     ignored = 0
@@ -158,6 +155,19 @@ def discover_folder(
         classes=tuple(classes),
         rejected=tuple(rejected),
     )
+
+
+def _class_folders(top: Path) -> list[str]:
+    """The class folder names of an ImageFolder root, sorted (class ``i`` is the i-th), or
+    a one-line error saying what the root should look like."""
+    if not top.exists():
+        raise DataError(f"data root {top} does not exist; set data.root to an image folder")
+    if not top.is_dir():
+        raise DataError(f"data root {top} is not a directory; set data.root to an image folder")
+    classes = sorted(e.name for e in os.scandir(top) if e.is_dir())
+    if not classes:
+        raise DataError(f"data root {top} has no class folders; expected {top}/<class>/<image>.jpg")
+    return classes
 
 
 def open_source(data: DataSpec, split: str) -> Source:

@@ -1,9 +1,10 @@
 """``python -m dali_pipes.train``: compose the config, build loaders and model, train.
 
 Single process or ``torchrun --nproc_per_node=N -m dali_pipes.train ...`` (DDP: NCCL on
-GPUs, gloo on CPUs; each rank reads its own shard; metrics are summed over ranks; only
-rank 0 writes). ``train(cfg)`` is the plain function tests and notebooks call; ``main`` is
-the thin Hydra wrapper that turns a :class:`DaliPipesError` into one line and exit code 2.
+GPUs, gloo on CPUs; each rank reads its own share of the samples; metrics are summed over
+ranks; only rank 0 writes). ``train(cfg)`` is the plain function tests and notebooks call;
+``main`` is the thin Hydra wrapper that turns a :class:`DaliPipesError` into one line and
+exit code 2.
 
 Outputs go to ``output_dir`` (default ``outputs/<data>-<model>``): ``train.log``,
 ``config.yaml``, ``metrics.csv``, ``tensorboard/`` and ``checkpoints/epoch_NNNN.pt`` (with
@@ -32,7 +33,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dali_pipes import checkpoint, cli, distributed
 from dali_pipes.config import build_loader, model_device, seed_of, to_spec
-from dali_pipes.dist import placement
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.loop import EpochStats, StepConfig, evaluate, safe_div, train_one_epoch
 from dali_pipes.metrics import MetricsLog, summary_line
@@ -204,7 +204,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Train ``cfg.model`` on ``cfg.data`` for ``cfg.trainer.epochs``; return the last row."""
     spec = to_spec(cfg.trainer, TrainerSpec)
     out = Path(str(cfg.output_dir)).expanduser()
-    where = placement()
+    where = distributed.placement()
     main = where.rank == 0
     if main:
         _prepare_output(out)
@@ -247,8 +247,8 @@ class _Run:
     ) -> None:
         self.cfg, self.spec, self.device = cfg, spec, device
         self.train_loader, self.val_loader = train_loader, val_loader
-        self.main = placement().rank == 0
-        self.world = placement().world_size
+        self.main = distributed.placement().rank == 0
+        self.world = distributed.placement().world_size
         self.ckpt_dir = out / "checkpoints"
         self.channels_last = spec.use_channels_last(device)
         model = build_model(cfg, train_loader.num_classes).to(device)
@@ -304,6 +304,22 @@ class _Run:
         path = Path(resume_from)
         state = checkpoint.load(path)
         _check_same_optimizer(state, self.spec, path)
+        self._load_weights(state, path)
+        self._load_position(state["loader"], path)
+        rank = distributed.placement().rank
+        if rank < len(state["rng"]):
+            _set_rng_state(state["rng"][rank], self.device)
+        self._carry_partial(state.get("partial"), rank)
+        log.info(
+            "resumed from %s: continuing at epoch %d (batch %d) of %d",
+            path,
+            self.start_epoch,
+            self.start_batch,
+            self.spec.epochs,
+        )
+
+    def _load_weights(self, state: dict[str, Any], path: Path) -> None:
+        """The model, its EMA, the optimizer, the schedule and the AMP scaler."""
         self.model.load_state_dict(state["model"])
         if self.ema is not None:
             if state.get("ema") is not None:
@@ -313,14 +329,17 @@ class _Run:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        # The loader continues the epoch where every rank stopped; on another number of
-        # processes it deals the rest of the epoch out to the new ranks (elastic restart).
-        self.train_loader.load_state_dict(state["loader"])
-        self.start_epoch = int(state["loader"]["epoch"])
+
+    def _load_position(self, loader: dict[str, Any], path: Path) -> None:
+        """Where the run continues. The loader continues the epoch where every rank
+        stopped; on another number of processes it deals the rest of the epoch out to the
+        new ranks (elastic restart)."""
+        self.train_loader.load_state_dict(loader)
+        self.start_epoch = int(loader["epoch"])
         self.start_batch = self.train_loader.start_batch
         # Batches of the new world size can be fewer than were read (start_batch 0).
-        self.mid_epoch = int(state["loader"]["samples_seen"]) > 0
-        saved_world = int(state["loader"]["world_size"])
+        self.mid_epoch = int(loader["samples_seen"]) > 0
+        saved_world = int(loader["world_size"])
         if saved_world != self.world:
             log.warning(
                 "%s was written by %d process(es), this run has %d: the rest of epoch %d is "
@@ -331,11 +350,12 @@ class _Run:
                 self.world,
                 self.start_epoch,
             )
-        rank = placement().rank
-        if rank < len(state["rng"]):
-            _set_rng_state(state["rng"][rank], self.device)
-        partial = state.get("partial")
-        if partial is not None and rank == 0:  # the sums are over all ranks: counted once
+
+    def _carry_partial(self, partial: dict[str, float] | None, rank: int) -> None:
+        """A mid-epoch checkpoint's sums so far, added to the resumed epoch's figures."""
+        if partial is None:
+            return
+        if rank == 0:  # the sums are over all ranks: counted once
             self.carried = EpochStats(
                 loss_sum=partial["loss_sum"],
                 correct1=partial["correct1"],
@@ -343,16 +363,8 @@ class _Run:
                 data_wait=partial["data_wait"],
             )
             self.carried_skipped = partial["skipped"]
-        if partial is not None:
-            self.carried.seconds = partial["seconds"]
-            self.carried_lr = partial["lr"]
-        log.info(
-            "resumed from %s: continuing at epoch %d (batch %d) of %d",
-            path,
-            self.start_epoch,
-            self.start_batch,
-            self.spec.epochs,
-        )
+        self.carried.seconds = partial["seconds"]
+        self.carried_lr = partial["lr"]
 
     # ------------------------------------------------------------------ epochs
 

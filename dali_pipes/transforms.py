@@ -17,6 +17,8 @@ import numpy as np
 import torch
 import torchvision.transforms.v2.functional as F
 
+from dali_pipes.geometry import Geometry
+
 
 def _taps(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """DALI's triangle filter for resized ``lines`` of an ``n_in -> n_res`` resize.
@@ -124,3 +126,12 @@ def apply_geometry(
     if exact_edges:
         result = _fix_edges(result, region, resize, crop)
     return result.contiguous()
+
+
+def apply_row(
+    image: torch.Tensor, geometry: Geometry, j: int, exact_edges: bool = True
+) -> torch.Tensor:
+    """Sample ``j`` of a batch's ``geometry`` realised on its decoded uint8 ``[3, H, W]``
+    ``image`` (:func:`apply_geometry`): what the torch backend and the caches do per sample."""
+    window, resize, crop = geometry.row(j)
+    return apply_geometry(image, window, resize, crop, geometry.out, exact_edges)

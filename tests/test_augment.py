@@ -15,8 +15,8 @@ import torchvision.transforms.v2.functional as F
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import Pipeline
-from dali_pipes.backends.torch import decode
 from dali_pipes.config import loader_spec
+from dali_pipes.decode import decode
 from dali_pipes.draws import uniforms
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.geometry import random_resized_crop
@@ -267,7 +267,7 @@ def _previous_dali_recipe(
         )
 
     def decode_blob(blob: np.ndarray | DataError) -> torch.Tensor:
-        from dali_pipes.backends.torch import decode_bytes
+        from dali_pipes.decode import decode_bytes
 
         return decode_bytes(blob, "photo")
 

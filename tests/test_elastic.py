@@ -22,7 +22,7 @@ from test_shards import pack
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.errors import ConfigError
-from dali_pipes.sampling import ShardSampler, StreamSampler
+from dali_pipes.sampling import RankSampler, StreamSampler
 from dali_pipes.shards import ShardLayout
 from dali_pipes.spec import SamplingSpec
 
@@ -32,9 +32,9 @@ EPOCH, SEED = 3, 5
 # --------------------------------------------------------------------------- samplers
 
 
-def samplers(n: int, world: int, drop_last: bool) -> list[ShardSampler]:
+def samplers(n: int, world: int, drop_last: bool) -> list[RankSampler]:
     return [
-        ShardSampler(n, SamplingSpec(seed=SEED, drop_last=drop_last, rank=r, world_size=world))
+        RankSampler(n, SamplingSpec(seed=SEED, drop_last=drop_last, rank=r, world_size=world))
         for r in range(world)
     ]
 

@@ -25,7 +25,7 @@ from dali_pipes.backends import torch as torch_backend
 from dali_pipes.backends.synthetic import SyntheticLoader
 from dali_pipes.config import devices_of, loader_spec, model_device, to_spec
 from dali_pipes.device import Devices, loader_devices, local_gpu, resolve_device, resolve_devices
-from dali_pipes.dist import Placement, cpu_share, placement, slurm_tasks_on_node
+from dali_pipes.distributed import Placement, cpu_share, placement, slurm_tasks_on_node
 from dali_pipes.doctor import Candidate, _pick, candidates, placement_table
 from dali_pipes.errors import ConfigError, DeviceError
 from dali_pipes.normalize import Normalizer, normalized, prefetched

@@ -1,11 +1,11 @@
-"""ShardSampler is DistributedSampler, index for index."""
+"""RankSampler is DistributedSampler, index for index."""
 
 from __future__ import annotations
 
 import pytest
 from torch.utils.data import DistributedSampler
 
-from dali_pipes.sampling import ShardSampler
+from dali_pipes.sampling import RankSampler
 from dali_pipes.spec import SamplingSpec
 
 
@@ -18,7 +18,7 @@ def test_indices_equal_distributed_sampler(
 ) -> None:
     for rank in range(world_size):
         for epoch in (0, 3):
-            ours = ShardSampler(
+            ours = RankSampler(
                 n,
                 SamplingSpec(
                     seed=5, shuffle=shuffle, drop_last=drop_last, rank=rank, world_size=world_size
@@ -38,8 +38,8 @@ def test_indices_equal_distributed_sampler(
 
 
 def test_batches_cut_the_shard_and_keep_or_drop_the_tail() -> None:
-    keep = ShardSampler(10, SamplingSpec(shuffle=False))
+    keep = RankSampler(10, SamplingSpec(shuffle=False))
     assert [b.tolist() for b in keep.batches(0, 4)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
-    drop = ShardSampler(10, SamplingSpec(shuffle=False, drop_last=True))
+    drop = RankSampler(10, SamplingSpec(shuffle=False, drop_last=True))
     assert [b.tolist() for b in drop.batches(0, 4)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert keep.num_batches(4) == 3 and drop.num_batches(4) == 2

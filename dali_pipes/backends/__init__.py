@@ -22,14 +22,15 @@ def names() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
 
+def check_name(name: str) -> str:
+    """``name`` if a backend has it, else the one-line error listing the ones there are."""
+    if name not in _BACKENDS:
+        raise ConfigError(f"backend={name!r} is unknown: choose one of {', '.join(_BACKENDS)}")
+    return name
+
+
 def loader_class(name: str) -> type[Loader]:
-    try:
-        target = _BACKENDS[name]
-    except KeyError:
-        raise ConfigError(
-            f"backend={name!r} is unknown: choose one of {', '.join(_BACKENDS)}"
-        ) from None
-    module, _, attr = target.partition(":")
+    module, _, attr = _BACKENDS[check_name(name)].partition(":")
     cls: type[Loader] = getattr(importlib.import_module(module), attr)
     return cls
 
@@ -43,4 +44,4 @@ def create_loader(spec: LoaderSpec) -> Loader:
     return loader_class(spec.backend.name)(spec)
 
 
-__all__ = ["Loader", "create_loader", "loader_class", "names"]
+__all__ = ["Loader", "check_name", "create_loader", "loader_class", "names"]

@@ -38,13 +38,13 @@ import torch
 from dali_pipes.backends.base import EpochPlan, Loader
 from dali_pipes.decode import decode_bytes, header_size
 from dali_pipes.device import loader_devices
-from dali_pipes.dist import cpu_share, placement
+from dali_pipes.distributed import cpu_share, placement
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.normalize import Batch, Normalizer, normalized
 from dali_pipes.shared_store import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import LoaderSpec
-from dali_pipes.transforms import apply_geometry
+from dali_pipes.transforms import apply_row
 
 log = logging.getLogger("dali_pipes.data")
 _CHUNK = 256  # samples read per call while measuring and decoding
@@ -256,21 +256,16 @@ class CachedLoader(Loader):
         sizes = [img.shape[-2:] for img in images]  # type: ignore[union-attr]
         spec = self.spec
         pipeline = spec.augment.pipeline(spec.train)
-        draw = pipeline.draw(sizes, keep, spec.sampling.seed, plan.epoch)
+        source = spec.source
+        assert isinstance(source, ImageSource)
+        draw = pipeline.draw(sizes, source.identity(keep), spec.sampling.seed, plan.epoch)
         out = []
         for j, image in enumerate(images):
             assert image is not None
-            window, resize, crop = draw.geometry.row(j)
-            sample = apply_geometry(
-                image,
-                window,
-                resize,
-                crop,
-                draw.geometry.out,
-                exact_edges=not image.is_cuda,  # the edge fix is NumPy: host images only
-            )
+            # The edge fix is NumPy: host images only.
+            sample = apply_row(image, draw.geometry, j, exact_edges=not image.is_cuda)
             out.append(pipeline.apply_torch(sample, draw, j))
-        labels = torch.as_tensor(spec.source.labels[keep], dtype=torch.int64)
+        labels = torch.as_tensor(source.labels[keep], dtype=torch.int64)
         images_out = torch.stack(out)
         if images_out.is_cuda:  # made on this thread's stream; the consumer uses another
             torch.cuda.current_stream(images_out.device).synchronize()

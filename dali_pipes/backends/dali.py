@@ -51,10 +51,10 @@ import torch
 
 from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
 from dali_pipes.backends.dali_webdataset import WebdatasetStream
+from dali_pipes.decode import decode_bytes, header_size
 from dali_pipes.device import loader_devices
-from dali_pipes.dist import cpu_share
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
-from dali_pipes.imageinfo import image_size
 from dali_pipes.normalize import Batch
 from dali_pipes.sampling import StreamSampler
 from dali_pipes.sources import ImageSource
@@ -157,14 +157,13 @@ class _Feed:
                     self.bad.add(path, self.bad.reasons[path])
                     continue
                 try:
-                    if isinstance(blob, DataError):
-                        raise blob
-                    sizes.append(image_size(blob, path, spec.max_pixels))
+                    sizes.append(header_size(blob, path, spec.max_pixels))
                 except DataError as exc:
                     if spec.on_error != "skip":
                         raise
                     self.bad.add(path, exc)
                     continue
+                assert not isinstance(blob, DataError)  # header_size raised the read error
                 keep.append(i)
                 kept.append(blob)
             if keep:
@@ -173,10 +172,11 @@ class _Feed:
 
     def __call__(self) -> tuple[Any, ...]:
         position, indices, blobs, sizes = self._next_batch()
-        draw = self.pipeline.draw(sizes, indices, self.spec.sampling.seed, self._plan.epoch)
+        ids = self.source.identity(indices)
+        draw = self.pipeline.draw(sizes, ids, self.spec.sampling.seed, self._plan.epoch)
         g = draw.geometry
         roi_start, roi_end = g.roi()
-        anchor, shape = g.window[:, :2].astype(np.float32), g.window[:, 2:].astype(np.float32)
+        anchor, shape = g.decode_window()
         self.in_flight.append(_InFlight(position, indices, anchor, shape))
         return (
             blobs,
@@ -573,20 +573,27 @@ class DaliLoader(Loader):
             # DALI stopped on a batch: find the file its decoder rejects, outside the
             # handler, so the failed pipeline (held by the error's traceback) is freed.
             pipe = outputs = None
-            culprits = self._culprits(suspects, reason)
-            if not culprits:
-                files = [self._feed.files[i] for b in suspects for i in b.indices]
-                _add_note(
-                    failure,
-                    f"while the DALI loader was producing a batch: each of the {len(files)} "
-                    f"files in flight decodes alone with the same decoder ({_sample_paths(files)}),"
-                    " so no file is to blame; lower data.batch_size (memory?), or compare with "
-                    "backend=torch",
-                )
-                raise failure
-            for path, error in culprits:
-                self._report(path, error)  # raises unless on_error=skip
-            position = suspects[0].position  # re-feed what DALI had not delivered
+            position = self._blame(failure, reason, suspects)
+
+    def _blame(self, failure: Exception, reason: str, suspects: list[_InFlight]) -> int:
+        """After DALI failed on the batches in flight: report the files its decoder rejects
+        (raises unless ``on_error=skip``) and return the plan position to re-feed from
+        (what DALI had not delivered); raise ``failure``, with a note, when every file
+        decodes alone."""
+        culprits = self._culprits(suspects, reason)
+        if not culprits:
+            files = [self._feed.files[i] for b in suspects for i in b.indices]
+            _add_note(
+                failure,
+                f"while the DALI loader was producing a batch: each of the {len(files)} "
+                f"files in flight decodes alone with the same decoder ({_sample_paths(files)}),"
+                " so no file is to blame; lower data.batch_size (memory?), or compare with "
+                "backend=torch",
+            )
+            raise failure
+        for path, error in culprits:
+            self._report(path, error)  # raises unless on_error=skip
+        return suspects[0].position
 
     def _device_hint(self, kind: Failure) -> str:
         where = f"GPU {self.made}" if self.made.type == "cuda" else "the CPU"
@@ -685,8 +692,6 @@ class DaliLoader(Loader):
     def _decode_error(self, path: str, blob: np.ndarray, why: str) -> DataError:
         """The one-line error for a file DALI's decoder rejects, with torchvision's reason
         when it rejects the file too (more readable than nvImageCodec's status)."""
-        from dali_pipes.decode import decode_bytes
-
         try:
             decode_bytes(blob, path, self.spec.max_pixels)
         except DataError as exc:

@@ -23,14 +23,14 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.backends.base import EpochPlan, Loader
-from dali_pipes.decode import Blob, decode, decode_bytes
+from dali_pipes.decode import Blob, decode_bytes
 from dali_pipes.device import loader_devices
-from dali_pipes.dist import cpu_share
+from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.normalize import Batch, Normalizer, normalized
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import LoaderSpec, TorchBackend
-from dali_pipes.transforms import apply_geometry
+from dali_pipes.transforms import apply_row
 
 Key = tuple[int, int]  # (sample index, epoch): what the sampler hands to the dataset
 
@@ -73,10 +73,9 @@ class _Samples(Dataset[_Sample]):
             if not self.skip:
                 raise
             return _Sample(None, label, path, str(exc))
-        draw = self.pipeline.draw([image.shape[-2:]], [index], self.seed, epoch)
-        window, resize, crop = draw.geometry.row(0)
-        sample = apply_geometry(image, window, resize, crop, draw.geometry.out)
-        sample = self.pipeline.apply_torch(sample, draw, 0)
+        ids = self.source.identity([index])
+        draw = self.pipeline.draw([image.shape[-2:]], ids, self.seed, epoch)
+        sample = self.pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
         return _Sample(sample, label, path, "")
 
 
@@ -166,7 +165,3 @@ class TorchLoader(Loader):
     def close(self) -> None:
         # Dropping the persistent iterator shuts its worker processes down.
         self._loader._iterator = None
-
-
-# decode/decode_bytes live in dali_pipes.decode; still importable from here for old callers.
-__all__ = ["TorchLoader", "decode", "decode_bytes"]
