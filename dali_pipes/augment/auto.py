@@ -454,6 +454,12 @@ class SlotOp(Op):
             images = dali_slot(images, p, prefix, kinds, self.interpolation, self.fill, ctx)
         return images
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        """The GPU picks each sample's branch with conditionals; the CPU's kernel reads
+        the kind itself (see :func:`dali_slot`)."""
+        single = len(self.kinds()) == 1
+        return not single and (gpu or not COMPILED_ON_CPU)
+
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
         return dali_params(names, self.kinds())
 

@@ -100,6 +100,12 @@ class Op(ABC):
         ``images`` are float32 HWC holding whole numbers in [0, 255] (the uint8 values
         torchvision works on; see :mod:`dali_pipes.augment.dali_ops`); return the same."""
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        """Whether :meth:`dali` branches per sample on a fed value (a Python ``if`` on a
+        DataNode, which DALI runs with ``enable_conditionals``). True unless an op says
+        otherwise: a pipeline of ops that do not branch is built without DALI's AutoGraph."""
+        return True
+
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """Which of :meth:`sample`'s parameters the DALI graph reads (all by default);
         only these are fed, so DALI copies nothing it does not use."""

@@ -43,6 +43,9 @@ class HorizontalFlip(Op):
 
         return fn.flip(images, horizontal=p["flip"], vertical=0)
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        return False  # the flag is an argument of fn.flip (or crop_mirror_normalize)
+
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
 

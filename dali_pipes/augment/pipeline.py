@@ -131,6 +131,11 @@ class Pipeline:
         """The ops' parameters as the arrays the DALI graph's ``external_source`` takes."""
         return [np.ascontiguousarray(draw.params[k][name]) for k, name in self.feed_layout]
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        """Whether the DALI graph of these ops branches per sample (see
+        :meth:`Op.needs_conditionals`); the crop and the fused flip never do."""
+        return any(op.needs_conditionals(gpu) for op in self.ops)
+
     def dali(self, images: Any, fed: Sequence[Any], gpu: bool) -> tuple[Any, Any]:
         """The ops as a DALI graph on uint8 HWC ``images`` (the crop's output).
 

@@ -1,0 +1,64 @@
+"""How batches leave DALI: on the CPU torch takes DALI's output memory through DLPack (no
+copy), so a batch must stay intact however long the loop holds it; and a pipeline of ops
+that never branch per sample is built without DALI's conditionals (AutoGraph)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from dali_pipes.augment import auto
+from dali_pipes.backends import create_loader
+from dali_pipes.sources import discover_folder
+from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, SplitAugment
+
+
+def spec(root: Path, ops: dict[str, dict[str, object]]) -> LoaderSpec:
+    return LoaderSpec(
+        source=discover_folder(root),
+        train=True,
+        batch_size=4,
+        augment=AugmentSpec(train=SplitAugment(ops=ops)),
+        sampling=SamplingSpec(seed=5),
+        backend=DaliBackend(device="cpu", prefetch_queue_depth=2),
+    )
+
+
+def test_batches_held_across_the_epoch_keep_their_values(real_photos: Path) -> None:
+    """Every batch of an epoch is kept, then compared with clones taken when it arrived:
+    DALI must not reuse the memory torch references."""
+    with create_loader(spec(real_photos, {"hflip": {}})) as loader:
+        held, clones = [], []
+        for images, labels in loader:
+            held.append((images, labels))
+            clones.append((images.clone(), labels.clone()))
+        assert len(held) >= 3
+        for (images, labels), (images0, labels0) in zip(held, clones, strict=True):
+            assert torch.equal(images, images0) and torch.equal(labels, labels0)
+        assert len({images.data_ptr() for images, _ in held}) == len(held)
+
+
+@pytest.mark.parametrize(
+    ("ops", "cpu", "gpu"),
+    [
+        ({"hflip": {}}, False, False),
+        ({"hflip": {}, "randaugment": {}}, False, True),
+        ({"randaugment": {"operations": ["Rotate"]}}, False, False),
+        ({"grayscale": {"p": 0.5}}, True, True),
+    ],
+)
+def test_only_ops_that_branch_per_sample_turn_on_dalis_conditionals(
+    ops: dict[str, dict[str, object]], cpu: bool, gpu: bool, real_photos: Path
+) -> None:
+    pipeline = spec(real_photos, ops).augment.pipeline(True)
+    assert (pipeline.needs_conditionals(False), pipeline.needs_conditionals(True)) == (cpu, gpu)
+
+
+def test_the_gpus_graph_on_the_cpu_turns_them_on(
+    real_photos: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auto, "COMPILED_ON_CPU", False)
+    pipeline = spec(real_photos, {"randaugment": {}}).augment.pipeline(True)
+    assert pipeline.needs_conditionals(False)
