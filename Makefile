@@ -23,8 +23,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Two pytest-xdist workers on the 2-core CI machine (one per core): the subprocess and
+# torchrun tests wait on process start-up and I/O a good part of the time.
 test: lint
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n auto --durations=15 $(ARGS)
 
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(ARGS)

@@ -314,6 +314,7 @@ def test_a_missing_shard_index_names_it_and_the_command_that_writes_it(
 # --------------------------------------------------------------------------- clean exit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("augment", [None, "deit"])
 def test_a_script_that_stops_after_the_first_batch_exits_cleanly(
     identity_tree: Path, augment: str | None

@@ -108,6 +108,7 @@ def test_the_schema_checks_a_users_composition(tmp_path: Path) -> None:
     assert OmegaConf.get_type(cfg.data) is FolderData
 
 
+@pytest.mark.slow
 def test_multirun_runs_every_job_in_its_own_output_dir(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = run(

@@ -181,6 +181,7 @@ def test_on_error_raise_names_the_first_bad_file(mixed_tree: Path, backend: str)
     assert "zz_bad_" in str(exc.value) and "\n" not in str(exc.value)
 
 
+@pytest.mark.slow
 def test_a_scan_manifest_removes_bad_files_before_sharding(
     mixed_tree: Path, tmp_path: Path
 ) -> None:
@@ -391,6 +392,7 @@ def _override(key: str, value: Any) -> str:
     return f"{key}={str(value).lower() if isinstance(value, bool) else value}"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(KEYS), VALUES)
 def test_config_fuzzing_gives_validation_errors_never_crashes(key: str, value: Any) -> None:

@@ -252,6 +252,7 @@ def compose_and_build(out: Path) -> Any:
     return build_loader(cfg, "train")
 
 
+@pytest.mark.slow
 def test_a_pack_killed_with_sigkill_resumes_to_the_same_shards(
     photos: Path, tmp_path: Path
 ) -> None:
