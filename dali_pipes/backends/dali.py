@@ -273,14 +273,6 @@ def failure_kind(exc: BaseException) -> Failure:
     return "other"
 
 
-def _add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note`` (Python 3.11+); on 3.10 the note is kept where 3.11 would put it."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # pragma: no cover - Python 3.10
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
-
-
 # DALI's wrapping of an operator's message, and the pipeline definition's traceback.
 _BOILERPLATE = re.compile(
     r"Critical error|Current pipeline object|Error (?:in|when executing) (?:CPU|MIXED|GPU) "
@@ -558,7 +550,7 @@ class DaliLoader(Loader):
                 kind = failure_kind(exc)
                 suspects = list(self._feed.in_flight)
                 if kind in ("memory", "device"):
-                    _add_note(exc, self._device_hint(kind))
+                    exc.add_note(self._device_hint(kind))
                 if kind != "data" or not suspects:
                     raise
                 reason = _reason(exc)
@@ -586,8 +578,7 @@ class DaliLoader(Loader):
         culprits = self._culprits(suspects, reason)
         if not culprits:
             files = [self._feed.files[i] for b in suspects for i in b.indices]
-            _add_note(
-                failure,
+            failure.add_note(
                 f"while the DALI loader was producing a batch: each of the {len(files)} "
                 f"files in flight decodes alone with the same decoder ({_sample_paths(files)}),"
                 " so no file is to blame; lower data.batch_size (memory?), or compare with "
@@ -777,7 +768,7 @@ class _Probe:
             built, self._pipe = self._pipe is not None, None
             kind = failure_kind(exc)
             if kind in ("memory", "device"):
-                _add_note(exc, self.loader._device_hint(kind))
+                exc.add_note(self.loader._device_hint(kind))
                 raise
             if not built or kind == "other":
                 raise
