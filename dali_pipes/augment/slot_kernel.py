@@ -46,7 +46,20 @@ from dali_pipes.augment.slot_layout import (
 
 # --------------------------------------------------------------------------- kernel
 # Each function's plain Python stays reachable as ``.py_func``.
-_jit = numba.njit(cache=True, nogil=True)
+
+
+def _caching_jit() -> Any:
+    """``njit`` with numba's on-disk cache where numba finds a writable place for it (the
+    package's ``__pycache__`` or the user's cache directory), else without: in a container
+    running as a user with neither, the kernel is compiled once per process instead."""
+    try:
+        numba.njit(cache=True)(lambda: 0)  # raises here when there is nowhere to cache
+    except RuntimeError:
+        return numba.njit(nogil=True)
+    return numba.njit(cache=True, nogil=True)
+
+
+_jit = _caching_jit()
 
 
 @_jit
