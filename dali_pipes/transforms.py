@@ -106,16 +106,11 @@ def apply_geometry(
     resize: tuple[int, int],
     crop: tuple[int, int],
     out: tuple[int, int],
-    exact_edges: bool = True,
 ) -> torch.Tensor:
-    """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample.
-
-    ``exact_edges=False`` leaves torchvision's result as it is (no NumPy edge-line fix), for
-    images on a GPU: within ~20 grey levels on the outermost rows/columns, equal elsewhere.
-    """
+    """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample."""
     x, y, w, h = window
     region = image[:, y : y + h, x : x + w]
-    if exact_edges and resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
+    if resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
         # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
         # compute just the output pixels instead, with the same (DALI) filter.
         return _resample_direct(region, resize, crop, out)
@@ -123,15 +118,12 @@ def apply_geometry(
         region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
     )
     result = resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]]
-    if exact_edges:
-        result = _fix_edges(result, region, resize, crop)
+    result = _fix_edges(result, region, resize, crop)
     return result.contiguous()
 
 
-def apply_row(
-    image: torch.Tensor, geometry: Geometry, j: int, exact_edges: bool = True
-) -> torch.Tensor:
+def apply_row(image: torch.Tensor, geometry: Geometry, j: int) -> torch.Tensor:
     """Sample ``j`` of a batch's ``geometry`` realised on its decoded uint8 ``[3, H, W]``
     ``image`` (:func:`apply_geometry`): what the torch backend and the caches do per sample."""
     window, resize, crop = geometry.row(j)
-    return apply_geometry(image, window, resize, crop, geometry.out, exact_edges)
+    return apply_geometry(image, window, resize, crop, geometry.out)

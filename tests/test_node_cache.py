@@ -304,8 +304,9 @@ def _rank_main(mode: str, root: str, out: str, *extra: str) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     import logging
 
+    import dali_pipes.backends.cached  # noqa: F401 - its imports' memory is not the cache's
     from dali_pipes import build_loader, compose_config
-    from dali_pipes.backends import cached
+    from dali_pipes.backends import decoded
     from dali_pipes.errors import DaliPipesError
 
     logging.basicConfig(level=logging.INFO)
@@ -317,7 +318,7 @@ def _rank_main(mode: str, root: str, out: str, *extra: str) -> int:
         def die(*args: Any, **kwargs: Any) -> Any:
             os._exit(3)
 
-        cached.decode_bytes = die
+        decoded.decode_bytes = die
     before = _anonymous_bytes()
     start = time.monotonic()
     try:

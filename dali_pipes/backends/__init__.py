@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 
 from dali_pipes.backends.base import Loader
-from dali_pipes.errors import ConfigError
+from dali_pipes.device import loader_devices
+from dali_pipes.errors import ConfigError, DeviceError
 from dali_pipes.spec import LoaderSpec
 
 _BACKENDS = {
@@ -36,7 +37,19 @@ def loader_class(name: str) -> type[Loader]:
 
 
 def create_loader(spec: LoaderSpec) -> Loader:
-    """The backend's loader; with ``cache`` set, the decode-once loader on its device."""
+    """The backend's loader; with ``cache`` set, a decode-once loader: ``ram`` augments
+    with torch on the CPU (:mod:`~dali_pipes.backends.cached`), ``gpu`` with DALI's graph
+    on the GPU (:mod:`~dali_pipes.backends.dali_cached`)."""
+    if spec.cache == "gpu" and spec.backend.name != "synthetic":
+        made, _ = loader_devices(spec)
+        if made.type != "cuda":
+            raise DeviceError(
+                f"data.cache=gpu needs the batches on a GPU (backend.device="
+                f"{spec.backend.device} resolved to {made}); use data.cache=ram"
+            )
+        from dali_pipes.backends.dali_cached import DaliCachedLoader
+
+        return DaliCachedLoader(spec)
     if spec.cache is not None and spec.backend.name != "synthetic":
         from dali_pipes.backends.cached import CachedLoader
 

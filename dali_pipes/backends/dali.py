@@ -76,14 +76,22 @@ def _dali_types() -> dict[str, Any]:
     }
 
 
-class _InFlight(NamedTuple):
+def param_types(dtypes: list[str]) -> list[Any]:
+    """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
+    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
+    from nvidia.dali import types
+
+    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
+
+
+class InFlight(NamedTuple):
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already left out)
     anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
 
 
-class _Feed:
+class Feed:
     """``external_source`` callback: returns the next batch of the current epoch's plan.
 
     Files are read a few batches ahead on a thread pool; each one's header is checked
@@ -114,7 +122,7 @@ class _Feed:
         self._plan = EpochPlan(0, [])
         self._next = 0
         self._reads: deque[Future[list[np.ndarray | DataError]]] = deque()
-        self.in_flight: deque[_InFlight] = deque()  # batches handed to DALI, oldest first
+        self.in_flight: deque[InFlight] = deque()  # batches handed to DALI, oldest first
 
     def start(self, plan: EpochPlan, position: int = 0) -> None:
         """Feed ``plan`` from batch ``position`` on."""
@@ -177,7 +185,7 @@ class _Feed:
         g = draw.geometry
         roi_start, roi_end = g.roi()
         anchor, shape = g.decode_window()
-        self.in_flight.append(_InFlight(position, indices, anchor, shape))
+        self.in_flight.append(InFlight(position, indices, anchor, shape))
         return (
             blobs,
             self.labels[indices],
@@ -362,7 +370,7 @@ class DaliLoader(Loader):
         if spec.source.layout is not None:  # a packed dataset: DALI's webdataset reader
             assert isinstance(self.sampler, StreamSampler)
             stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.sampler)
-        self._feed = _Feed(
+        self._feed: Feed = Feed(
             spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)), stream=stream
         )
         self._pipe: Any = None
@@ -460,30 +468,28 @@ class DaliLoader(Loader):
             normalized_shape=False,
         )
 
+    def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        """The crop windows' pixels and the fed parameters (labels, resize ROI, output
+        size, op parameters): here read by the feed and decoded by DALI."""
+        from nvidia.dali import fn, types
+
+        encoded, labels, anchor, shape, *params = fn.external_source(
+            source=self._feed,
+            num_outputs=7 + len(dtypes),
+            batch=True,
+            dtype=[types.UINT8, *param_types(dtypes)],
+        )
+        return self._decode(encoded, anchor, shape), [labels, *params]
+
     def _graph(self, dtypes: list[str]) -> tuple[Any, Any]:
-        """external_source -> decode the crop window -> resize -> ops -> normalise."""
+        """inputs (decode the crop window) -> resize -> ops -> normalise."""
         from nvidia.dali import fn, types
 
         on_gpu = self.made.type == "cuda"
         to_gpu = self.device.type == "cuda"
         aug = self.spec.augment
         pipeline = aug.pipeline(self.spec.train)
-        encoded, labels, anchor, shape, roi_start, roi_end, out, *fed = fn.external_source(
-            source=self._feed,
-            num_outputs=7 + len(dtypes),
-            batch=True,
-            dtype=[
-                types.UINT8,
-                types.INT64,
-                types.FLOAT,
-                types.FLOAT,
-                types.FLOAT,
-                types.FLOAT,
-                types.FLOAT,
-                *(_dali_types()[d] for d in dtypes),
-            ],
-        )
-        images = self._decode(encoded, anchor, shape)
+        images, (labels, roi_start, roi_end, out, *fed) = self._inputs(dtypes)
         images = fn.resize(
             images,
             size=out,  # fed: a resolution schedule changes it without a rebuild
@@ -570,7 +576,7 @@ class DaliLoader(Loader):
             pipe = outputs = None
             position = self._blame(failure, reason, suspects)
 
-    def _blame(self, failure: Exception, reason: str, suspects: list[_InFlight]) -> int:
+    def _blame(self, failure: Exception, reason: str, suspects: list[InFlight]) -> int:
         """After DALI failed on the batches in flight: report the files its decoder rejects
         (raises unless ``on_error=skip``) and return the plan position to re-feed from
         (what DALI had not delivered); raise ``failure``, with a note, when every file
@@ -650,7 +656,7 @@ class DaliLoader(Loader):
 
     # ----------------------------------------------------------------- bad files
 
-    def _culprits(self, suspects: list[_InFlight], reason: str) -> list[tuple[str, DataError]]:
+    def _culprits(self, suspects: list[InFlight], reason: str) -> list[tuple[str, DataError]]:
         """The files DALI had in flight that its decoder rejects, each with a one-line error.
 
         Each file is decoded alone by :class:`_Probe` with the graph's own decoding op,

@@ -1,0 +1,157 @@
+"""``data.cache=gpu``: the split decoded once onto the GPU, augmented there by DALI's graph.
+
+Decoding is the whole cost of an epoch for a dataset that fits (benchmarks/RESULTS.md).
+The images are decoded once (:class:`~dali_pipes.backends.decoded.DecodedImages`, the
+memory check against the GPU's free memory) and kept on the GPU as uint8 ``[H, W, 3]``.
+Every epoch, the DALI loader's own graph runs on them with its decoder replaced by a
+``slice`` of the crop window: the same resize, the same ops' DALI graphs, the same fused
+``crop_mirror_normalize`` (:class:`~dali_pipes.backends.dali.DaliLoader`), one batched
+operator per step on DALI's CUDA stream -- no per-sample Python kernel loop, and the batch
+reaches the consumer's stream through DALI's event, with no device-wide synchronisation.
+The images enter DALI through a GPU ``external_source`` whose copy runs on a stream of its
+own, so it never waits for the training step on the default stream.
+
+Order, sharding, geometry and op parameters come from the same feed as every backend's
+(seed, epoch, sample), so a cached epoch equals ``backend=dali`` on the same device except
+for the decoder: on the CPU (where the class runs in the tests) the batches are exactly
+DALI's CPU batches; on a GPU they differ from nvJPEG's only as the two decoders differ.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from dali_pipes.backends.base import BadFiles
+from dali_pipes.backends.dali import DaliLoader, Feed, InFlight, param_types
+from dali_pipes.backends.decoded import DecodedImages
+from dali_pipes.distributed import cpu_share
+from dali_pipes.spec import DaliBackend, LoaderSpec
+
+
+class _CachedFeed(Feed):
+    """The DALI feed over decoded images: two ``external_source`` callbacks, one for the
+    images (on the images' device) and one for everything else (on the CPU).
+
+    Each plan batch is prepared once, by whichever callback DALI calls first for it, and
+    each callback takes its part in order, so the two never disagree on the batch.
+    """
+
+    def __init__(self, spec: LoaderSpec, bad: BadFiles, images: list[torch.Tensor | None]) -> None:
+        super().__init__(spec, bad, read_ahead=0, threads=1)
+        self.images = images
+        self._parts: tuple[deque[Any], deque[Any]] = (deque(), deque())
+
+    def stop(self) -> None:
+        super().stop()
+        for part in self._parts:
+            part.clear()
+
+    def _next_batch(self) -> tuple[int, np.ndarray, list[Any], np.ndarray]:
+        """The next plan batch's decoded images (those that failed to decode left out)."""
+        batches = self._plan.batches
+        while self._next < len(batches):
+            position, batch = self._next, batches[self._next]
+            self._next += 1
+            keep = [int(i) for i in batch if self.images[int(i)] is not None]
+            for i in batch:
+                if self.images[int(i)] is None:
+                    path = self.files[int(i)]
+                    self.bad.add(path, self.bad.reasons.get(path, "could not be decoded"))
+            if keep:
+                kept = [image for i in keep if (image := self.images[i]) is not None]
+                sizes = np.asarray([image.shape[:2] for image in kept])
+                # DALI takes host images as NumPy arrays (views), GPU ones as they are.
+                pixels = [image.numpy() if image.device.type == "cpu" else image for image in kept]
+                return position, np.asarray(keep), pixels, sizes
+        raise StopIteration
+
+    def _take(self, part: int) -> Any:
+        if not self._parts[part]:
+            images, *params = super().__call__()
+            self._parts[0].append(tuple(params))
+            self._parts[1].append(images)
+        return self._parts[part].popleft()
+
+    def __call__(self) -> tuple[Any, ...]:
+        params: tuple[Any, ...] = self._take(0)
+        return params
+
+    def pixels(self) -> list[Any]:
+        """The batch's decoded images (the images ``external_source``)."""
+        images: list[Any] = self._take(1)
+        return images
+
+
+class DaliCachedLoader(DaliLoader):
+    """Decoded images in memory on :attr:`made`, DALI's augmentation graph every epoch.
+
+    ``data.cache=gpu`` builds it on the GPU (:func:`dali_pipes.backends.create_loader`
+    refuses it without one); on the CPU it is the same graph, which the tests compare with
+    ``backend=dali`` batch for batch.
+    """
+
+    def __init__(self, spec: LoaderSpec) -> None:
+        if not isinstance(spec.backend, DaliBackend):  # e.g. backend=torch: DALI's defaults
+            spec = replace(spec, backend=DaliBackend(device=spec.backend.device))
+        super().__init__(spec)
+        self._feed.close()  # the file-reading feed: the decoded images replace it
+        self._pool = ThreadPoolExecutor(cpu_share(), thread_name_prefix="dali-pipes-cache")
+        try:
+            self.store = DecodedImages(spec, self.made, self.bad, self._pool, channels_last=True)
+        except BaseException:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        self._feed = _CachedFeed(spec, self.bad, self.store.images)
+        # The images' copy into DALI runs here, not on the default stream the model uses.
+        self._copy_stream = torch.cuda.Stream(self.made) if self.made.type == "cuda" else None
+
+    @property
+    def decoded_here(self) -> int:
+        return self.store.decoded_here
+
+    def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        """The cached images' crop windows, sliced, and the fed parameters."""
+        from nvidia.dali import fn, types
+
+        feed = self._feed
+        assert isinstance(feed, _CachedFeed)
+        labels, anchor, shape, *params = fn.external_source(
+            source=feed, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
+        )
+        images = fn.external_source(
+            source=feed.pixels,
+            batch=True,
+            dtype=types.UINT8,
+            ndim=3,
+            layout="HWC",
+            device="gpu" if self.made.type == "cuda" else "cpu",
+            cuda_stream=self._copy_stream,
+        )
+        window = fn.slice(
+            images,
+            anchor,
+            shape,
+            axis_names="WH",
+            normalized_anchor=False,
+            normalized_shape=False,
+        )
+        return window, [labels, *params]
+
+    def _blame(self, failure: Exception, reason: str, suspects: list[InFlight]) -> int:
+        """No file is read or decoded here: a DALI failure is never a file's."""
+        failure.add_note(
+            f"while DALI augmented cached images ({self.made}): not a file's fault (the "
+            f"images were decoded when caching); compare with data.cache=null"
+        )
+        raise failure
+
+    def close(self) -> None:
+        super().close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.store.images.clear()
