@@ -19,6 +19,14 @@ CORNER = Path(os.environ.get("DALI_PIPES_CORNER", SHARED / "corner"))
 BUNDLED_PHOTOS = Path(__file__).resolve().parent / "data" / "photos"
 
 HAS_CUDA = torch.cuda.is_available()
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest-xdist worker per core. Each worker, and each training
+    # process it starts, gets one torch intra-op thread (as torchrun gives each local
+    # rank): with a thread per core in every process, OpenMP threads spinning for cores
+    # the other worker holds made two concurrent training runs take 63 s instead of 34.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 gpu = pytest.mark.gpu
 
 
