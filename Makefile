@@ -24,9 +24,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Two pytest-xdist workers on the 2-core CI machine (one per core): the subprocess and
-# torchrun tests wait on process start-up and I/O a good part of the time.
+# torchrun tests wait on process start-up and I/O a good part of the time. Tests are
+# handed out one at a time (--maxschedchunk=1), so the slow-marked ones, which run first,
+# are shared by both workers: xdist's default first hand-out gives each worker a quarter
+# of its share in one contiguous block, which put every slow test on the first worker.
 test: lint
-	$(BIN)/python -m pytest -n auto --durations=15 $(ARGS)
+	$(BIN)/python -m pytest -n auto --maxschedchunk=1 --durations=15 $(ARGS)
 
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(ARGS)
