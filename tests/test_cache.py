@@ -123,6 +123,8 @@ def test_a_gpu_cache_without_a_gpu_is_a_clear_error(identity_tree: Path) -> None
 def test_gpu_cache_matches_the_ram_cache(photos: Path) -> None:
     common = ["data.batch_size=32", "augment.train.crop.size=224", "backend.device=gpu"]
     with loader(photos, *common, "data.cache=gpu") as on_gpu:
+        on_gpu.set_epoch(1)
+        next(iter(on_gpu))  # an epoch left after one batch, then run whole
         a = epoch(on_gpu, 1)
     with loader(photos, *common, "data.cache=ram") as in_ram:
         b = epoch(in_ram, 1)
@@ -175,6 +177,38 @@ def test_the_gpu_caches_dali_graph_skips_or_names_a_bad_file(
         for n in (0, 1):
             assert sorted(ids(epoch(cache, n)[0])) == list(range(N))
             assert cache.skipped == 1 and str(bad) in cache.bad_files
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_the_gpu_caches_dali_graph_restarts_after_a_break_and_resumes_mid_epoch(
+    real_photos: Path, depth: int
+) -> None:
+    """The two-callback feed stays paired through DALI's prefetching: an epoch left after
+    two batches and started again, or resumed from the loader state, gives the reference
+    epoch's batches."""
+    common = [
+        "augment.train.crop.size=64",
+        "backend.device=cpu",
+        f"backend.prefetch_queue_depth={depth}",
+    ]
+    with loader(real_photos, *common, "backend=dali") as ref:
+        ref.set_epoch(1)
+        expected = list(ref)
+    with dali_cached(real_photos, *common) as cache:
+        cache.set_epoch(1)
+        for k, _ in enumerate(cache):
+            if k == 1:
+                break
+        state = cache.state_dict()
+        cache.set_epoch(1)
+        again = list(cache)
+        cache.load_state_dict(state)
+        rest = list(cache)
+    assert len(again) == len(expected) and len(rest) == len(expected) - 2
+    for (a, la), (b, lb) in zip(expected, again, strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+    for (a, la), (b, lb) in zip(expected[2:], rest, strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)
 
 
 def test_dali_iterator_from_config_refuses_a_cache_it_would_ignore(identity_tree: Path) -> None:

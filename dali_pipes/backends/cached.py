@@ -87,4 +87,4 @@ class CachedLoader(Loader):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self.images = []
+        self.store.images.clear()  # the one list holding the images (or the node's mapping)

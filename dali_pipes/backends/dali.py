@@ -76,12 +76,14 @@ def _dali_types() -> dict[str, Any]:
     }
 
 
-def param_types(dtypes: list[str]) -> list[Any]:
+def param_types(dtypes: list[str], window: bool = True) -> list[Any]:
     """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
-    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
+    shape; ``window=False``: not given), resize ROI (start, end), output size, then the
+    ops' parameters (``dtypes``)."""
     from nvidia.dali import types
 
-    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
+    floats = [types.FLOAT] * (5 if window else 3)
+    return [types.INT64, *floats, *(_dali_types()[d] for d in dtypes)]
 
 
 class InFlight(NamedTuple):

@@ -3,18 +3,21 @@
 Decoding is the whole cost of an epoch for a dataset that fits (benchmarks/RESULTS.md).
 The images are decoded once (:class:`~dali_pipes.backends.decoded.DecodedImages`, the
 memory check against the GPU's free memory) and kept on the GPU as uint8 ``[H, W, 3]``.
-Every epoch, the DALI loader's own graph runs on them with its decoder replaced by a
-``slice`` of the crop window: the same resize, the same ops' DALI graphs, the same fused
+Every epoch, each sample's crop window is cut from its cached image (on a CUDA stream of
+the loader's own) and handed to the DALI loader's own graph in place of the decoder's
+output: the same resize, the same ops' DALI graphs, the same fused
 ``crop_mirror_normalize`` (:class:`~dali_pipes.backends.dali.DaliLoader`), one batched
-operator per step on DALI's CUDA stream -- no per-sample Python kernel loop, and the batch
-reaches the consumer's stream through DALI's event, with no device-wide synchronisation.
-The images enter DALI through a GPU ``external_source`` whose copy runs on a stream of its
-own, so it never waits for the training step on the default stream.
+operator per step on DALI's CUDA stream -- no per-sample Python kernel loop -- and the
+batch reaches the consumer's stream through DALI's event, with no device-wide
+synchronisation. Nothing here is queued on the default stream the model trains on.
 
 Order, sharding, geometry and op parameters come from the same feed as every backend's
-(seed, epoch, sample), so a cached epoch equals ``backend=dali`` on the same device except
-for the decoder: on the CPU (where the class runs in the tests) the batches are exactly
-DALI's CPU batches; on a GPU they differ from nvJPEG's only as the two decoders differ.
+(seed, epoch, sample). On the CPU, where the tests run this class, a cached epoch is
+exactly ``backend=dali``'s CPU epoch. On a GPU it differs from ``backend=dali``'s as
+libjpeg-turbo's decode of the whole image (the cache's, :mod:`dali_pipes.decode`) differs
+from nvJPEG's decode of the window. The decoder's options (``roi_decode``,
+``fancy_upsampling``, ``hw_decoder_load``, paddings, hints, ``read_ahead``) have nothing to
+act on here; with ``backend=torch`` the DALI options take their defaults.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles
-from dali_pipes.backends.dali import DaliLoader, Feed, InFlight, param_types
+from dali_pipes.backends.dali import DaliLoader, Failure, Feed, InFlight, param_types
 from dali_pipes.backends.decoded import DecodedImages
 from dali_pipes.distributed import cpu_share
 from dali_pipes.spec import DaliBackend, LoaderSpec
@@ -36,15 +39,22 @@ from dali_pipes.spec import DaliBackend, LoaderSpec
 
 class _CachedFeed(Feed):
     """The DALI feed over decoded images: two ``external_source`` callbacks, one for the
-    images (on the images' device) and one for everything else (on the CPU).
+    crop windows' pixels (on the images' device) and one for everything else (on the CPU).
 
     Each plan batch is prepared once, by whichever callback DALI calls first for it, and
     each callback takes its part in order, so the two never disagree on the batch.
     """
 
-    def __init__(self, spec: LoaderSpec, bad: BadFiles, images: list[torch.Tensor | None]) -> None:
-        super().__init__(spec, bad, read_ahead=0, threads=1)
+    def __init__(
+        self,
+        spec: LoaderSpec,
+        bad: BadFiles,
+        images: list[torch.Tensor | None],
+        stream: torch.cuda.Stream | None,
+    ) -> None:
+        super().__init__(spec, bad, read_ahead=0, threads=1)  # reads nothing: no thread
         self.images = images
+        self.copy_stream = stream
         self._parts: tuple[deque[Any], deque[Any]] = (deque(), deque())
 
     def stop(self) -> None:
@@ -66,16 +76,34 @@ class _CachedFeed(Feed):
             if keep:
                 kept = [image for i in keep if (image := self.images[i]) is not None]
                 sizes = np.asarray([image.shape[:2] for image in kept])
-                # DALI takes host images as NumPy arrays (views), GPU ones as they are.
-                pixels = [image.numpy() if image.device.type == "cpu" else image for image in kept]
-                return position, np.asarray(keep), pixels, sizes
+                return position, np.asarray(keep), kept, sizes
         raise StopIteration
+
+    def _windows(
+        self, images: list[torch.Tensor], anchor: np.ndarray, shape: np.ndarray
+    ) -> list[Any]:
+        """Each image's crop window, contiguous (what the decoder would have produced):
+        DALI copies only these, not the whole cached images. Host windows go as NumPy
+        arrays; GPU ones are cut on the copy stream DALI then copies them on."""
+        boxes = [
+            (int(x), int(y), int(w), int(h)) for (x, y), (w, h) in zip(anchor, shape, strict=True)
+        ]
+        if self.copy_stream is None:
+            return [
+                np.ascontiguousarray(im.numpy()[y : y + h, x : x + w])
+                for im, (x, y, w, h) in zip(images, boxes, strict=True)
+            ]
+        with torch.cuda.stream(self.copy_stream):
+            return [
+                im[y : y + h, x : x + w].contiguous()
+                for im, (x, y, w, h) in zip(images, boxes, strict=True)
+            ]
 
     def _take(self, part: int) -> Any:
         if not self._parts[part]:
-            images, *params = super().__call__()
-            self._parts[0].append(tuple(params))
-            self._parts[1].append(images)
+            images, labels, anchor, shape, *params = super().__call__()
+            self._parts[0].append((labels, *params))
+            self._parts[1].append(self._windows(images, anchor, shape))
         return self._parts[part].popleft()
 
     def __call__(self) -> tuple[Any, ...]:
@@ -83,9 +111,9 @@ class _CachedFeed(Feed):
         return params
 
     def pixels(self) -> list[Any]:
-        """The batch's decoded images (the images ``external_source``)."""
-        images: list[Any] = self._take(1)
-        return images
+        """The batch's crop windows (the pixels ``external_source``)."""
+        windows: list[Any] = self._take(1)
+        return windows
 
 
 class DaliCachedLoader(DaliLoader):
@@ -101,30 +129,32 @@ class DaliCachedLoader(DaliLoader):
             spec = replace(spec, backend=DaliBackend(device=spec.backend.device))
         super().__init__(spec)
         self._feed.close()  # the file-reading feed: the decoded images replace it
-        self._pool = ThreadPoolExecutor(cpu_share(), thread_name_prefix="dali-pipes-cache")
+        pool = ThreadPoolExecutor(cpu_share(), thread_name_prefix="dali-pipes-cache")
         try:
-            self.store = DecodedImages(spec, self.made, self.bad, self._pool, channels_last=True)
-        except BaseException:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        self._feed = _CachedFeed(spec, self.bad, self.store.images)
-        # The images' copy into DALI runs here, not on the default stream the model uses.
+            self.store = DecodedImages(spec, self.made, self.bad, pool, channels_last=True)
+        finally:  # decoding is done (or failed: what is queued is dropped)
+            pool.shutdown(wait=False, cancel_futures=True)
+        # The windows are cut and copied into DALI here, not on the model's default stream.
         self._copy_stream = torch.cuda.Stream(self.made) if self.made.type == "cuda" else None
+        self._feed = _CachedFeed(spec, self.bad, self.store.images, self._copy_stream)
 
     @property
     def decoded_here(self) -> int:
         return self.store.decoded_here
 
     def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """The cached images' crop windows, sliced, and the fed parameters."""
+        """The cached images' crop windows and the fed parameters."""
         from nvidia.dali import fn, types
 
         feed = self._feed
         assert isinstance(feed, _CachedFeed)
-        labels, anchor, shape, *params = fn.external_source(
-            source=feed, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
+        labels, *params = fn.external_source(
+            source=feed,
+            num_outputs=4 + len(dtypes),
+            batch=True,
+            dtype=param_types(dtypes, window=False),
         )
-        images = fn.external_source(
+        windows = fn.external_source(
             source=feed.pixels,
             batch=True,
             dtype=types.UINT8,
@@ -133,15 +163,7 @@ class DaliCachedLoader(DaliLoader):
             device="gpu" if self.made.type == "cuda" else "cpu",
             cuda_stream=self._copy_stream,
         )
-        window = fn.slice(
-            images,
-            anchor,
-            shape,
-            axis_names="WH",
-            normalized_anchor=False,
-            normalized_shape=False,
-        )
-        return window, [labels, *params]
+        return windows, [labels, *params]
 
     def _blame(self, failure: Exception, reason: str, suspects: list[InFlight]) -> int:
         """No file is read or decoded here: a DALI failure is never a file's."""
@@ -151,7 +173,14 @@ class DaliCachedLoader(DaliLoader):
         )
         raise failure
 
+    def _device_hint(self, kind: Failure) -> str:
+        hint = super()._device_hint(kind)
+        if kind == "memory":
+            hint += "; or data.cache=ram, which holds the decoded images in host memory"
+        return hint
+
     def close(self) -> None:
         super().close()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._copy_stream is not None:  # windows still being copied hold cached memory
+            self._copy_stream.synchronize()
         self.store.images.clear()
