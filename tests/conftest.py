@@ -51,8 +51,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True, scope="session")
 def _sample_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Generate the embedded sample dataset into a per-session cache, not ~/.cache."""
-    os.environ.setdefault("DALI_PIPES_CACHE", str(tmp_path_factory.mktemp("cache")))
+    """Generate the embedded sample dataset into this run's cache, not ~/.cache: one cache
+    for all xdist workers of the run (their temporary directories' parent), so each size of
+    the set is generated once, not once per worker (the generator is safe to race)."""
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.environ.setdefault("DALI_PIPES_CACHE", str(run / "sample-cache"))
 
 
 def write_jpeg(path: Path, pixels: np.ndarray, quality: int = 95) -> None:
