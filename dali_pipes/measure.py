@@ -56,22 +56,16 @@ def cpu_seconds(root: int | None = None) -> float:
     return total
 
 
-def host_memory_bytes(root: int | None = None, kinds: tuple[str, ...] = ("Pss",)) -> float:
-    """The process tree's memory: the sum of the ``kinds`` lines of each process's
-    ``smaps_rollup`` (the whole proportional set size by default).
-
-    ``("Pss_Anon", "Pss_Shmem")`` leaves out file-backed pages (shared libraries), whose
-    share per process moves whenever another process mapping the same libraries starts or
-    ends: the part a leak grows, steady on a busy machine."""
+def host_memory_bytes(root: int | None = None) -> float:
     if not Path("/proc/self/smaps_rollup").exists():
         return math.nan
     total = 0
     for pid in _tree(root or os.getpid()):
         try:
             for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                key, _, value = line.partition(":")
-                if key in kinds:
-                    total += int(value.split()[0]) * 1024
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
         except OSError:
             continue
     return float(total)

@@ -292,15 +292,16 @@ def test_host_memory_stays_flat_over_30_epochs(backend: str) -> None:
         loader.set_epoch(epoch)
         for _ in loader:
             pass
-        # Anonymous and shared-memory pages (heap, DataLoader's shared tensors): the whole
-        # PSS also holds the processes' shares of the libraries' pages, which move when
-        # other processes on the machine (the other test worker's) start or end.
-        samples.append(host_memory_bytes(kinds=("Pss_Anon", "Pss_Shmem")))
-    after_first = samples[0]
-    growth = max(samples[1:]) / after_first - 1
+        samples.append(host_memory_bytes())
+    # The main process's and the DataLoader workers' allocators warm up over the first
+    # 8-15 epochs (torch backend alone: the main process's anonymous memory 144 -> 215 MB
+    # by epoch 7, then 191-212 MB; each worker's 140 -> 172 MB by epoch 15, then flat),
+    # which is not a leak; a leak keeps growing through the last 20 epochs.
+    settled = samples[9]
+    growth = max(samples[10:]) / settled - 1
     print(
-        f"\n{backend}: anonymous + shared PSS after epoch 1 {after_first / 2**20:.0f} MB, "
-        f"max growth {100 * growth:.1f} %"
+        f"\n{backend}: PSS after epoch 10 {settled / 2**20:.0f} MB, "
+        f"max growth over the next 20 {100 * growth:.1f} %"
     )
     assert growth < 0.05, [round(s / 2**20) for s in samples]
     loader.close()
