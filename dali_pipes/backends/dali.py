@@ -76,14 +76,22 @@ def _dali_types() -> dict[str, Any]:
     }
 
 
-def param_types(dtypes: list[str], window: bool = True) -> list[Any]:
+def param_types(dtypes: list[str]) -> list[Any]:
     """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
-    shape; ``window=False``: not given), resize ROI (start, end), output size, then the
-    ops' parameters (``dtypes``)."""
+    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
     from nvidia.dali import types
 
-    floats = [types.FLOAT] * (5 if window else 3)
-    return [types.INT64, *floats, *(_dali_types()[d] for d in dtypes)]
+    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
+
+
+def window(images: Any, anchor: Any, shape: Any) -> Any:
+    """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
+    images: after a whole-image decode, and of the cached images."""
+    from nvidia.dali import fn
+
+    return fn.slice(
+        images, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
+    )
 
 
 class InFlight(NamedTuple):
@@ -367,16 +375,22 @@ class DaliLoader(Loader):
                 "nvJPEG declines that and DALI decodes those images on the CPU instead; "
                 "set one of them to false (or roi_decode=null)"
             )
-        read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
-        stream = None
-        if spec.source.layout is not None:  # a packed dataset: DALI's webdataset reader
-            assert isinstance(self.sampler, StreamSampler)
-            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.sampler)
-        self._feed: Feed = Feed(
-            spec, self.bad, read_ahead, threads=min(8, max(2, self.num_threads)), stream=stream
-        )
+        self._feed: Feed = self._make_feed()
         self._pipe: Any = None
         self._active: Generator[Batch, None, None] | None = None
+
+    def _make_feed(self) -> Feed:
+        """The ``external_source`` callback: reads the planned files a few batches ahead
+        (a packed dataset through DALI's webdataset reader)."""
+        spec = self.spec
+        assert isinstance(spec.source, ImageSource)
+        read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
+        stream = None
+        if spec.source.layout is not None:
+            assert isinstance(self.sampler, StreamSampler)
+            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.sampler)
+        threads = min(8, max(2, self.num_threads))
+        return Feed(spec, self.bad, read_ahead, threads=threads, stream=stream)
 
     def _check_dali_gpu(self) -> None:
         from nvidia.dali import backend as dali_backend
@@ -460,15 +474,7 @@ class DaliLoader(Loader):
                 normalized_shape=False,
                 **decoder,
             )
-        images = fn.decoders.image(encoded, **decoder)
-        return fn.slice(
-            images,
-            anchor,
-            shape,
-            axis_names="WH",
-            normalized_anchor=False,
-            normalized_shape=False,
-        )
+        return window(fn.decoders.image(encoded, **decoder), anchor, shape)
 
     def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
         """The crop windows' pixels and the fed parameters (labels, resize ROI, output

@@ -3,13 +3,15 @@
 Decoding is the whole cost of an epoch for a dataset that fits (benchmarks/RESULTS.md).
 The images are decoded once (:class:`~dali_pipes.backends.decoded.DecodedImages`, the
 memory check against the GPU's free memory) and kept on the GPU as uint8 ``[H, W, 3]``.
-Every epoch, each sample's crop window is cut from its cached image (on a CUDA stream of
-the loader's own) and handed to the DALI loader's own graph in place of the decoder's
-output: the same resize, the same ops' DALI graphs, the same fused
-``crop_mirror_normalize`` (:class:`~dali_pipes.backends.dali.DaliLoader`), one batched
-operator per step on DALI's CUDA stream -- no per-sample Python kernel loop -- and the
-batch reaches the consumer's stream through DALI's event, with no device-wide
-synchronisation. Nothing here is queued on the default stream the model trains on.
+Every epoch they go to the DALI loader's own graph in place of the decoder's output: a
+``slice`` of each crop window (as after a whole-image decode), the same resize, the same
+ops' DALI graphs, the same fused ``crop_mirror_normalize``
+(:class:`~dali_pipes.backends.dali.DaliLoader`) -- one batched operator per step on
+DALI's CUDA stream, no per-sample Python or kernel loop -- and the batch reaches the
+consumer's stream through DALI's event, with no device-wide synchronisation. DALI copies
+the batch's images into its buffers on a CUDA stream of the loader's own, never on the
+default stream the model trains on (whole images: each batch's images occupy DALI's
+queue, ``prefetch_queue_depth`` batches deep, besides the cache).
 
 Order, sharding, geometry and op parameters come from the same feed as every backend's
 (seed, epoch, sample). On the CPU, where the tests run this class, a cached epoch is
@@ -31,7 +33,14 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles
-from dali_pipes.backends.dali import DaliLoader, Failure, Feed, InFlight, param_types
+from dali_pipes.backends.dali import (
+    DaliLoader,
+    Failure,
+    Feed,
+    InFlight,
+    param_types,
+    window,
+)
 from dali_pipes.backends.decoded import DecodedImages
 from dali_pipes.distributed import cpu_share
 from dali_pipes.spec import DaliBackend, LoaderSpec
@@ -39,22 +48,15 @@ from dali_pipes.spec import DaliBackend, LoaderSpec
 
 class _CachedFeed(Feed):
     """The DALI feed over decoded images: two ``external_source`` callbacks, one for the
-    crop windows' pixels (on the images' device) and one for everything else (on the CPU).
+    images (on their device) and one for everything else (on the CPU).
 
     Each plan batch is prepared once, by whichever callback DALI calls first for it, and
     each callback takes its part in order, so the two never disagree on the batch.
     """
 
-    def __init__(
-        self,
-        spec: LoaderSpec,
-        bad: BadFiles,
-        images: list[torch.Tensor | None],
-        stream: torch.cuda.Stream | None,
-    ) -> None:
+    def __init__(self, spec: LoaderSpec, bad: BadFiles, images: list[torch.Tensor | None]) -> None:
         super().__init__(spec, bad, read_ahead=0, threads=1)  # reads nothing: no thread
         self.images = images
-        self.copy_stream = stream
         self._parts: tuple[deque[Any], deque[Any]] = (deque(), deque())
 
     def stop(self) -> None:
@@ -76,34 +78,16 @@ class _CachedFeed(Feed):
             if keep:
                 kept = [image for i in keep if (image := self.images[i]) is not None]
                 sizes = np.asarray([image.shape[:2] for image in kept])
-                return position, np.asarray(keep), kept, sizes
+                # DALI takes host images as NumPy arrays (views), GPU ones as they are.
+                pixels = [image.numpy() if image.device.type == "cpu" else image for image in kept]
+                return position, np.asarray(keep), pixels, sizes
         raise StopIteration
-
-    def _windows(
-        self, images: list[torch.Tensor], anchor: np.ndarray, shape: np.ndarray
-    ) -> list[Any]:
-        """Each image's crop window, contiguous (what the decoder would have produced):
-        DALI copies only these, not the whole cached images. Host windows go as NumPy
-        arrays; GPU ones are cut on the copy stream DALI then copies them on."""
-        boxes = [
-            (int(x), int(y), int(w), int(h)) for (x, y), (w, h) in zip(anchor, shape, strict=True)
-        ]
-        if self.copy_stream is None:
-            return [
-                np.ascontiguousarray(im.numpy()[y : y + h, x : x + w])
-                for im, (x, y, w, h) in zip(images, boxes, strict=True)
-            ]
-        with torch.cuda.stream(self.copy_stream):
-            return [
-                im[y : y + h, x : x + w].contiguous()
-                for im, (x, y, w, h) in zip(images, boxes, strict=True)
-            ]
 
     def _take(self, part: int) -> Any:
         if not self._parts[part]:
-            images, labels, anchor, shape, *params = super().__call__()
-            self._parts[0].append((labels, *params))
-            self._parts[1].append(self._windows(images, anchor, shape))
+            images, *params = super().__call__()
+            self._parts[0].append(tuple(params))
+            self._parts[1].append(images)
         return self._parts[part].popleft()
 
     def __call__(self) -> tuple[Any, ...]:
@@ -111,9 +95,9 @@ class _CachedFeed(Feed):
         return params
 
     def pixels(self) -> list[Any]:
-        """The batch's crop windows (the pixels ``external_source``)."""
-        windows: list[Any] = self._take(1)
-        return windows
+        """The batch's decoded images (the images ``external_source``)."""
+        images: list[Any] = self._take(1)
+        return images
 
 
 class DaliCachedLoader(DaliLoader):
@@ -128,15 +112,18 @@ class DaliCachedLoader(DaliLoader):
         if not isinstance(spec.backend, DaliBackend):  # e.g. backend=torch: DALI's defaults
             spec = replace(spec, backend=DaliBackend(device=spec.backend.device))
         super().__init__(spec)
-        self._feed.close()  # the file-reading feed: the decoded images replace it
+
+    def _make_feed(self) -> Feed:
+        """Decode the split once (the base loader's file feed is not needed), then feed
+        the decoded images."""
         pool = ThreadPoolExecutor(cpu_share(), thread_name_prefix="dali-pipes-cache")
         try:
-            self.store = DecodedImages(spec, self.made, self.bad, pool, channels_last=True)
+            self.store = DecodedImages(self.spec, self.made, self.bad, pool, channels_last=True)
         finally:  # decoding is done (or failed: what is queued is dropped)
             pool.shutdown(wait=False, cancel_futures=True)
-        # The windows are cut and copied into DALI here, not on the model's default stream.
+        # DALI copies the images in here, not on the model's default stream.
         self._copy_stream = torch.cuda.Stream(self.made) if self.made.type == "cuda" else None
-        self._feed = _CachedFeed(spec, self.bad, self.store.images, self._copy_stream)
+        return _CachedFeed(self.spec, self.bad, self.store.images)
 
     @property
     def decoded_here(self) -> int:
@@ -148,13 +135,10 @@ class DaliCachedLoader(DaliLoader):
 
         feed = self._feed
         assert isinstance(feed, _CachedFeed)
-        labels, *params = fn.external_source(
-            source=feed,
-            num_outputs=4 + len(dtypes),
-            batch=True,
-            dtype=param_types(dtypes, window=False),
+        labels, anchor, shape, *params = fn.external_source(
+            source=feed, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
         )
-        windows = fn.external_source(
+        images = fn.external_source(
             source=feed.pixels,
             batch=True,
             dtype=types.UINT8,
@@ -163,7 +147,7 @@ class DaliCachedLoader(DaliLoader):
             device="gpu" if self.made.type == "cuda" else "cpu",
             cuda_stream=self._copy_stream,
         )
-        return windows, [labels, *params]
+        return window(images, anchor, shape), [labels, *params]
 
     def _blame(self, failure: Exception, reason: str, suspects: list[InFlight]) -> int:
         """No file is read or decoded here: a DALI failure is never a file's."""
@@ -181,6 +165,6 @@ class DaliCachedLoader(DaliLoader):
 
     def close(self) -> None:
         super().close()
-        if self._copy_stream is not None:  # windows still being copied hold cached memory
+        if self._copy_stream is not None:  # a copy still running reads the cached images
             self._copy_stream.synchronize()
         self.store.images.clear()
