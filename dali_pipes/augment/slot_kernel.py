@@ -28,7 +28,6 @@ import math
 import threading
 from typing import Any
 
-import numba
 import numpy as np
 
 from dali_pipes.augment.slot_layout import (
@@ -43,23 +42,13 @@ from dali_pipes.augment.slot_layout import (
     SHARPNESS,
     SOLARIZE,
 )
+from dali_pipes.jit import caching_jit
 
 # --------------------------------------------------------------------------- kernel
 # Each function's plain Python stays reachable as ``.py_func``.
 
 
-def _caching_jit() -> Any:
-    """``njit`` with numba's on-disk cache where numba finds a writable place for it (the
-    package's ``__pycache__`` or the user's cache directory), else without: in a container
-    running as a user with neither, the kernel is compiled once per process instead."""
-    try:
-        numba.njit(cache=True)(lambda: 0)  # raises here when there is nowhere to cache
-    except RuntimeError:
-        return numba.njit(nogil=True)
-    return numba.njit(cache=True, nogil=True)
-
-
-_jit = _caching_jit()
+_jit = caching_jit()
 
 
 @_jit

@@ -2,7 +2,7 @@
 row of parameters the CPU's compiled kernel takes.
 
 Shared by :mod:`~dali_pipes.augment.auto` (which draws and packs the parameters) and
-:mod:`~dali_pipes.augment.slot_kernel` (which imports numba, so nothing else imports it).
+:mod:`~dali_pipes.augment.slot_kernel` (which imports numba: only CPU pipelines import it).
 """
 
 from __future__ import annotations

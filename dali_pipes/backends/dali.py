@@ -6,7 +6,8 @@ Pipeline, per batch::
                      op parameters)  <- feed
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
       decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
-    resize                antialiased linear, ROI -> output size
+    resize                antialiased linear, ROI -> output size (on the CPU the same
+                          filter as a compiled kernel, :mod:`dali_pipes.resample`)
     the split's ops       each op's DALI graph, fed its parameters (conditionals per sample)
     crop_mirror_normalize (a trailing flip) + (x - mean) / std + dtype + layout, fused
 
@@ -44,7 +45,7 @@ from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -59,6 +60,9 @@ from dali_pipes.normalize import Batch
 from dali_pipes.sampling import StreamSampler
 from dali_pipes.sources import ImageSource
 from dali_pipes.spec import DaliBackend, LoaderSpec
+
+if TYPE_CHECKING:
+    from dali_pipes.resample import WindowResize
 
 log = logging.getLogger(__name__)
 
@@ -376,6 +380,12 @@ class DaliLoader(Loader):
                 "set one of them to false (or roi_decode=null)"
             )
         self._feed: Feed = self._make_feed()
+        #: The CPU graph's resize (:mod:`dali_pipes.resample`); the GPU's is DALI's own.
+        self._resize: WindowResize | None = None
+        if self.made.type == "cpu":
+            from dali_pipes.resample import WindowResize  # imports numba: CPU graphs only
+
+            self._resize = WindowResize(self.num_threads)
         self._pipe: Any = None
         self._active: Generator[Batch, None, None] | None = None
 
@@ -498,15 +508,26 @@ class DaliLoader(Loader):
         aug = self.spec.augment
         pipeline = aug.pipeline(self.spec.train)
         images, (labels, roi_start, roi_end, out, *fed) = self._inputs(dtypes)
-        images = fn.resize(
-            images,
-            size=out,  # fed: a resolution schedule changes it without a rebuild
-            roi_start=roi_start,
-            roi_end=roi_end,
-            roi_relative=False,
-            antialias=True,
-            interp_type=types.INTERP_LINEAR,
-        )
+        if self._resize is not None:  # CPU: the same filter, compiled (3x DALI's CPU resize)
+            images = fn.python_function(
+                images,
+                roi_start,
+                roi_end,
+                out,
+                function=self._resize,
+                batch_processing=True,
+                output_layouts="HWC",
+            )
+        else:
+            images = fn.resize(
+                images,
+                size=out,  # fed: a resolution schedule changes it without a rebuild
+                roi_start=roi_start,
+                roi_end=roi_end,
+                roi_relative=False,
+                antialias=True,
+                interp_type=types.INTERP_LINEAR,
+            )
         images, mirror = pipeline.dali(images, fed, on_gpu)
         if to_gpu and not on_gpu:
             # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
@@ -724,6 +745,8 @@ class DaliLoader(Loader):
             self._active = None
         self._feed.close()
         self._pipe = None
+        if self._resize is not None:
+            self._resize.close()
         _open_loaders.discard(self)
 
 
