@@ -22,9 +22,11 @@ edited) and splits the wall time of each batch, as the training loop sees it, in
 - ``release_outputs`` and the rest (generator and batch-stage overhead, the loop).
 
 Sections are exclusive: a section's time excludes the sections it calls. The file reads
-themselves run on the feed's thread pool, overlapped with the above; they are listed apart
-(thread-seconds), with every thread group's CPU time from ``/proc/self/task`` (main thread,
-read pool, DALI's worker threads) over the timed batches. The first ``--warmup-batches``
+themselves run on the feed's thread pool, and the CPU graph's resize kernel
+(``WindowResize.__call__``, a ``python_function``) on DALI's executor thread, both
+overlapped with the above; they are listed apart (thread-seconds), with every thread
+group's CPU time from ``/proc/self/task`` (main thread, read pool, resize threads, DALI's
+worker threads) over the timed batches. The first ``--warmup-batches``
 batches (pipeline build, prefetch) are left out. ``--cprofile FILE`` also dumps a cProfile
 of the main thread over the timed batches (``python -m pstats FILE``). A table goes to
 stdout, everything to ``--out``.
@@ -99,6 +101,15 @@ def _patch(sections: Sections, owner: Any, attrs: tuple[str, ...], name: str) ->
     return None
 
 
+def _patch_resize(sections: Sections) -> str | None:
+    """The CPU graph's resize (a ``python_function`` DALI calls on its executor thread)."""
+    try:
+        from dali_pipes.resample import WindowResize
+    except ImportError:  # before e7909da: DALI's own fn.resize, inside "wait for outputs"
+        return None
+    return _patch(sections, WindowResize, ("__call__",), "DALI thread: resize kernel")
+
+
 def instrument(sections: Sections) -> dict[str, str | None]:
     """Wrap the DALI loader's feed, pipeline calls and hand-over (class-level patches);
     returns section -> what was patched."""
@@ -106,7 +117,7 @@ def instrument(sections: Sections) -> dict[str, str | None]:
     from dali_pipes.backends import dali
     from dali_pipes.sources import ImageSource
 
-    feed = dali._Feed
+    feed = getattr(dali, "Feed", None) or dali._Feed  # public since 41d6a2d
     patched = {
         "feed: rest of the callback": _patch(
             sections, feed, ("__call__",), "feed: rest of the callback"
@@ -125,6 +136,8 @@ def instrument(sections: Sections) -> dict[str, str | None]:
             sections, Pipeline, ("feed",), "feed: op parameter arrays"
         ),
         "pool: file reads": _patch(sections, ImageSource, ("read",), "pool: file reads"),
+        # DALI's executor thread, overlapped with the above (CPU graphs since e7909da)
+        "DALI thread: resize kernel": _patch_resize(sections),
         "hand-over to torch": _patch(
             sections, dali.DaliLoader, ("_to_torch",), "hand-over to torch"
         ),
@@ -170,6 +183,8 @@ def thread_groups(before: dict[int, tuple[str, float]]) -> dict[str, float]:
             group = "Python main thread"
         elif names.get(tid, "").startswith("dali-pipes-read"):
             group = "read pool (Python threads)"
+        elif names.get(tid, "").startswith("dali-pipes-resize"):
+            group = "resize kernel threads"
         elif comm.startswith("[DALI]"):
             group = f"DALI {comm.split(']', 2)[-1].lstrip('0123456789]').strip() or comm}"
         else:
@@ -266,6 +281,7 @@ def main() -> None:
         rows.append({"section": name, "ms_per_batch": 1e3 * seconds / n, "share": seconds / wall})
     feed_total = sum(sections.excl.get(k, 0.0) for k in MAIN_ORDER if k.startswith("feed"))
     reads = sections.incl.get("pool: file reads", 0.0)
+    resize = sections.incl.get("DALI thread: resize kernel", 0.0)
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cores": len(os.sched_getaffinity(0))},
@@ -281,6 +297,7 @@ def main() -> None:
         "python_feed_ms_per_batch": 1e3 * feed_total / n,
         "sections": rows,
         "pool_file_reads_thread_ms_per_batch": 1e3 * reads / n,
+        "dali_thread_resize_kernel_ms_per_batch": 1e3 * resize / n,
         "cpu_seconds_per_thread_group": groups,
         "cpu_util_of_cores": sum(groups.values()) / (elapsed * len(os.sched_getaffinity(0))),
         "calls": dict(sections.calls),
@@ -297,6 +314,7 @@ def main() -> None:
     share = 100 * feed_total / wall
     print(f"| **Python feed, all of it** | {1e3 * feed_total / n:.2f} | {share:.1f} % |")
     print(f"\nfile reads on the read pool (overlapped): {1e3 * reads / n:.2f} thread-ms per batch")
+    print(f"resize kernel, DALI's thread (overlapped): {1e3 * resize / n:.2f} ms per batch")
     print("\n| thread group | CPU s over the timed batches | cores busy |")
     print("| --- | ---: | ---: |")
     for group, cpu in sorted(groups.items(), key=lambda kv: -kv[1]):

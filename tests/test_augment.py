@@ -22,6 +22,7 @@ from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.geometry import random_resized_crop
 from dali_pipes.iterator import augment_spec
 from dali_pipes.normalize import Normalizer
+from dali_pipes.resample import WindowResize
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec
 from dali_pipes.transforms import apply_geometry
@@ -241,8 +242,9 @@ def _previous_recipe(
 def _previous_dali_recipe(
     root: Path, order: np.ndarray, epoch: int, seed: int, size: int, batch: int, aug: AugmentSpec
 ) -> list[torch.Tensor]:
-    """The pre-redesign DALI graph, hand-written: decode the window, resize, mirror by the
-    flip drawn 41st, normalise -- fed the same files in the same order."""
+    """The pre-redesign DALI graph, hand-written: decode the window, resize (the CPU
+    graph's resize), mirror by the flip drawn 41st, normalise -- fed the same files in the
+    same order."""
     from nvidia.dali import fn, pipeline_def, types
 
     source = discover_folder(root)
@@ -263,6 +265,7 @@ def _previous_dali_recipe(
             np.ascontiguousarray(window[:, 2:], dtype=np.float32),
             np.zeros((len(ids), 2), np.float32),
             np.ascontiguousarray(size * scale, dtype=np.float32),
+            np.full((len(ids), 2), size, np.float32),
             (u[:, 40] < 0.5).astype(np.int32),
         )
 
@@ -273,8 +276,8 @@ def _previous_dali_recipe(
 
     @pipeline_def(batch_size=batch, num_threads=2, device_id=None)
     def graph() -> Any:
-        encoded, anchor, shape, roi_start, roi_end, flip = fn.external_source(
-            source=inputs, num_outputs=6, batch=True
+        encoded, anchor, shape, roi_start, roi_end, out_size, flip = fn.external_source(
+            source=inputs, num_outputs=7, batch=True
         )
         images = fn.decoders.image_slice(
             encoded,
@@ -286,14 +289,17 @@ def _previous_dali_recipe(
             output_type=types.RGB,
             adjust_orientation=False,
         )
-        images = fn.resize(
+        # The resize is the CPU graph's since e7909da: DALI's filter compiled
+        # (dali_pipes.resample, held to DALI's fn.resize by tests/test_resample.py);
+        # what this test pins is the redesign's geometry, draws, flip and normalisation.
+        images = fn.python_function(
             images,
-            size=[size, size],
-            roi_start=roi_start,
-            roi_end=roi_end,
-            roi_relative=False,
-            antialias=True,
-            interp_type=types.INTERP_LINEAR,
+            roi_start,
+            roi_end,
+            out_size,
+            function=resize,
+            batch_processing=True,
+            output_layouts="HWC",
         )
         return fn.crop_mirror_normalize(
             images,
@@ -303,12 +309,14 @@ def _previous_dali_recipe(
             dtype=types.FLOAT,
         )
 
+    resize = WindowResize(threads=2)
     pipe = graph()
     pipe.build()
     out = []
     for _ in batches:
         (images,) = pipe.run()
         out += [torch.from_numpy(np.array(images[j])) for j in range(len(images))]
+    resize.close()
     return out
 
 

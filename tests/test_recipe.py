@@ -53,7 +53,7 @@ def test_the_default_optimizer_and_schedule_are_the_previous_recipe_numerically(
     """SGD, Nesterov 0.9, lr = base_lr x batch / reference, decay on conv/linear weights only,
     warm-up + cosine -- for the schema default (imagenet) and for the default job's quick."""
     quick = to_spec(compose_config().trainer, TrainerSpec)  # data=sample picks trainer=quick
-    for spec, base_lr, wd, batch in ((TrainerSpec(), 0.1, 1e-4, 1024), (quick, 4.0, 5e-4, 32)):
+    for spec, base_lr, wd, batch in ((TrainerSpec(), 0.1, 1e-4, 1024), (quick, 1.0, 5e-4, 32)):
         model = net()
         opt = make_optimizer(model, spec, batch)
         assert type(opt) is torch.optim.SGD
