@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import logging
 import re
+import threading
 import time
 import weakref
 from collections import deque
@@ -325,6 +326,21 @@ def _reason(exc: BaseException) -> str:
 _open_loaders: weakref.WeakSet[DaliLoader] = weakref.WeakSet()
 _exit_hook = False
 
+# Pipelines of loaders the garbage collector found on a thread other than the one that
+# built them. The CPU graph runs Python (the resize's ``python_function``) on DALI's
+# threads, so a collection can run there; destroying or draining a pipeline from one of
+# its own threads (or one whose threads wait for the GIL) deadlocks. They are kept here
+# and released on a thread of the program's own: at the next build, close or exit.
+_orphans: list[Any] = []
+_orphans_lock = threading.Lock()
+
+
+def _release_orphans() -> None:
+    with _orphans_lock:
+        orphans = _orphans[:]
+        _orphans.clear()
+    del orphans  # the pipelines are destroyed here, on the caller's thread
+
 
 def _close_open_loaders() -> None:
     """Close every loader still holding a pipeline, without draining it.
@@ -338,6 +354,7 @@ def _close_open_loaders() -> None:
     for loader in list(_open_loaders):
         loader._pipe = None  # the process is ending: nothing to drain for a next epoch
         loader.close()
+    _release_orphans()
 
 
 def _register_exit_hook() -> None:
@@ -387,6 +404,7 @@ class DaliLoader(Loader):
 
             self._resize = WindowResize(self.num_threads)
         self._pipe: Any = None
+        self._owner = threading.get_ident()  # the thread that built the pipeline
         self._active: Generator[Batch, None, None] | None = None
 
     def _make_feed(self) -> Feed:
@@ -443,6 +461,8 @@ class DaliLoader(Loader):
         )
 
     def _build(self) -> Any:
+        _release_orphans()
+        self._owner = threading.get_ident()
         pipe = self._define()
         _register_exit_hook()
         pipe.build()
@@ -555,6 +575,7 @@ class DaliLoader(Loader):
 
     def _epoch(self, plan: EpochPlan) -> Generator[Batch, None, None]:
         position = 0  # the next plan batch to yield
+        owner = threading.get_ident()  # the consumer's thread
         while True:
             pipe: Any = None
             outputs: Any = None
@@ -595,7 +616,10 @@ class DaliLoader(Loader):
                 self._pipe = None
                 raise
             finally:
-                if self._pipe is not None:
+                # Finalised on another thread, the garbage collector's on a DALI thread
+                # (see _orphans): waiting for DALI there can deadlock, so no drain; the
+                # loader is garbage too and its pipeline goes to _orphans (__del__).
+                if self._pipe is not None and threading.get_ident() == owner:
                     if not finished:
                         self._drain(pipe)
                     pipe.reset()
@@ -748,6 +772,16 @@ class DaliLoader(Loader):
         if self._resize is not None:
             self._resize.close()
         _open_loaders.discard(self)
+        _release_orphans()
+
+    def __del__(self) -> None:
+        """Collected without :meth:`close` on a thread that did not build the pipeline
+        (see ``_orphans``): the pipeline is kept for a safe thread to release."""
+        pipe = getattr(self, "_pipe", None)
+        if pipe is not None and threading.get_ident() != getattr(self, "_owner", None):
+            with _orphans_lock:
+                _orphans.append(pipe)
+            self._pipe = None
 
 
 def _sample_paths(paths: list[str], shown: int = 4) -> str:
