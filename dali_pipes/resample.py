@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -112,35 +112,51 @@ def _resize_one(image: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.
     return out
 
 
+def _resize_share(args: tuple[list[Any], ...], out: list[Any], first: int, step: int) -> None:
+    """Samples ``first``, ``first + step``, ... of a batch into ``out`` (one thread's share:
+    strided, so the large and small windows spread evenly)."""
+    images, starts, ends, sizes = args
+    for k in range(first, len(images), step):
+        out[k] = _resize_one(images[k], starts[k], ends[k], sizes[k])
+
+
 class WindowResize:
     """The callable of a DALI ``python_function`` (``batch_processing=True``) that resizes
     a batch of crop windows: inputs the windows (uint8 HWC), each one's ROI start and end
     (y, x) and output size (h, w), as the loader feeds them to ``fn.resize``.
 
     DALI runs a ``python_function`` on one thread; the kernel releases the GIL, so the
-    batch's samples are spread over ``threads`` threads of its own (DALI's, which would
-    otherwise do this work, are idle while it runs).
+    batch is split into one share per thread of its own (DALI's, which would otherwise do
+    this work, are idle while it runs): a task per thread, not per sample.
     """
 
     def __init__(self, threads: int) -> None:
+        self._threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            max(1, threads), thread_name_prefix="dali-pipes-resize"
+            self._threads, thread_name_prefix="dali-pipes-resize"
         )
         self._lock = threading.Lock()
 
     def __call__(
         self, images: list[Any], starts: list[Any], ends: list[Any], sizes: list[Any]
     ) -> list[np.ndarray]:
-        done: Any = None
+        args = (images, starts, ends, sizes)
+        out: list[Any] = [None] * len(images)
+        shares: list[Future[None]] = []
         with self._lock:
             if self._pool is not None:
                 try:
-                    done = self._pool.map(_resize_one, images, starts, ends, sizes)
+                    shares = [
+                        self._pool.submit(_resize_share, args, out, k, self._threads)
+                        for k in range(self._threads)
+                    ]
                 except RuntimeError:  # the interpreter is exiting: its pools take no work
-                    done = None
-        if done is None:  # a batch DALI still runs while the loader closes: done inline
-            done = map(_resize_one, images, starts, ends, sizes)
-        return list(done)
+                    shares = []
+        if not shares:  # a batch DALI still runs while the loader closes: done inline
+            _resize_share(args, out, 0, 1)
+        for share in shares:
+            share.result()
+        return out
 
     def close(self) -> None:
         """Stop the threads (the batches already handed to them finish first)."""
