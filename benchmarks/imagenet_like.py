@@ -19,8 +19,9 @@ What it writes, in ImageNet's layout (``data=imagenet data.root=OUT`` reads it):
 Each photo is resized once, as ImageNet's files were by the photo sites they came from:
 the longer side to 500 px, unless that would make the shorter side less than 333 px; then
 the shorter side to 333 px (so shorter sides fall in 333-500 px; a 4:3 photo becomes
-500 x 375, a 3:2 one 500 x 333, a 16:9 one 592 x 333; smaller photos are enlarged). Pillow's antialiased Lanczos filter; EXIF orientation and
-colour profiles are dropped (ImageNet's loaders ignore both). It is encoded baseline
+500 x 375, a 3:2 one 500 x 333, a 16:9 one 592 x 333; smaller photos are enlarged), with
+Pillow's antialiased Lanczos filter. EXIF orientation and colour profiles are dropped
+(ImageNet's loaders ignore both). It is encoded baseline
 (not progressive), JPEG quality ``--quality`` (default 90) with 4:2:0 chroma subsampling;
 greyscale photos stay greyscale (one channel, as ImageNet's few greyscale files), any other
 mode becomes RGB. The copies of a photo are byte-identical files, not links. Output is a
