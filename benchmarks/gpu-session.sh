@@ -51,7 +51,8 @@ for stage in $stages; do
         --stats "$LOGS/imagenet-like-stats.json" | tee -a "$LOGS/gpu.txt"
       ;;
     tests)
-      # every gpu-marked test: contract, parity, prefetcher, recipe via torchrun, caches,
+      # every gpu-marked test: contract (torch-gpu goes through the side-stream prefetcher),
+      # parity, recipe via torchrun, caches,
       # shards, placement, the mixed decoder over corner/ files, GPU memory over 30 epochs
       DALI_PIPES_PHOTOS=$PHOTOS DALI_PIPES_CORNER=$CORNER python3 -m pytest -q -s -rs -m gpu \
         -p no:cacheprovider --durations=10 tests 2>&1 | tee "$LOGS/gpu-tests.log" \
