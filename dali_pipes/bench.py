@@ -35,6 +35,7 @@ from tqdm import tqdm
 from dali_pipes import cli
 from dali_pipes.backends import create_loader
 from dali_pipes.config import loader_spec, to_spec
+from dali_pipes.device import local_gpu
 from dali_pipes.distributed import cpu_share
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.measure import Measurement, measure
@@ -222,7 +223,7 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
         "cache-ram": with_backend("cache-ram", torch_backend, cache="ram"),
         "cache-gpu": with_backend("cache-gpu", replace(torch_backend, device="gpu"), cache="gpu"),
         "dali-raw": peer("dali-raw", lambda: None),
-        "dali-raw-gpu": peer("dali-raw-gpu", torch.cuda.current_device),
+        "dali-raw-gpu": peer("dali-raw-gpu", lambda: local_gpu().index),  # dali-gpu's GPU
     }
     results: list[Measurement] = []
     for name in tqdm(bench.candidates, desc="bench", unit="loader", disable=None):

@@ -134,6 +134,21 @@ def test_gpu_cache_matches_the_ram_cache(photos: Path) -> None:
     assert diff.mean() < 1.0
 
 
+@gpu
+def test_the_ram_cache_hands_a_gpu_model_the_same_batches_it_gives_a_cpu_model(
+    identity_tree: Path,
+) -> None:
+    """Batches stacked into pinned memory and copied on the prefetcher's side stream."""
+    with (
+        loader(identity_tree, "data.cache=ram", "trainer.device=cuda") as to_gpu,
+        loader(identity_tree, "data.cache=ram", "trainer.device=cpu") as to_cpu,
+    ):
+        for n in (0, 1):
+            a, b = epoch(to_gpu, n), epoch(to_cpu, n)
+            assert a[0].is_cuda and a[1].is_cuda
+            assert torch.equal(a[0].cpu(), b[0]) and torch.equal(a[1].cpu(), b[1])
+
+
 def dali_cached(root: Path, *extra: str, split: str = "train") -> Any:
     """The loader ``data.cache=gpu`` builds, on the CPU: the same DALI graph, run there."""
     from dali_pipes.backends.dali_cached import DaliCachedLoader

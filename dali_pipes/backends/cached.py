@@ -83,7 +83,12 @@ class CachedLoader(Loader):
             sample = apply_row(image, draw.geometry, j)
             out.append(pipeline.apply_torch(sample, draw, j))
         labels = torch.as_tensor(source.labels[keep], dtype=torch.int64)
-        return torch.stack(out), labels
+        if self.device.type != "cuda":
+            return torch.stack(out), labels
+        # The prefetcher's copy to the GPU is asynchronous only from pinned memory; stacking
+        # straight into a pinned batch here, on the pool's thread, costs no extra copy.
+        pinned = torch.empty((len(out), *out[0].shape), dtype=out[0].dtype, pin_memory=True)
+        return torch.stack(out, out=pinned), labels.pin_memory()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
