@@ -145,19 +145,15 @@ def _table(stats: dict[str, Any]) -> str:
         ("distinct photos x copies", f"{stats['distinct_photos']} x {stats['copies']}"),
         ("classes", stats["classes"]),
     ]
-    for key, unit in (
-        ("shorter_side_px", "px"),
-        ("longer_side_px", "px"),
-        ("megapixels", "MP"),
-        ("file_kb", "KB"),
+    for label, key, unit in (
+        ("shorter side", "shorter_side_px", "px"),
+        ("longer side", "longer_side_px", "px"),
+        ("megapixels", "megapixels", "MP"),
+        ("file size", "file_kb", "KB"),
     ):
         s = stats[key]
-        rows.append(
-            (
-                key.replace("_", " ").replace(" px", "").replace(" kb", " size"),
-                f"{s['min']}-{s['max']} {unit} (median {s['median']}, mean {s['mean']})",
-            )
-        )
+        summary = f"{s['min']}-{s['max']} {unit} (median {s['median']}, mean {s['mean']})"
+        rows.append((label, summary))
     rows += [
         ("train split on disk", f"{stats['train_gb']} GB"),
         ("chroma subsampling", ", ".join(f"{k}: {v}" for k, v in stats["subsampling"].items())),

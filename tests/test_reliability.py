@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import BUNDLED_PHOTOS, CORNER, IDENTITY_CLASSES, PHOTOS, colour_id, gpu
+from conftest import CORNER, IDENTITY_CLASSES, colour_id, gpu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,14 +179,13 @@ def test_bad_files_mixed_into_good_data_leave_every_good_sample_exactly_once(
 @gpu
 @pytest.mark.slow
 def test_the_gpu_decoder_skips_every_corner_file_it_cannot_decode_and_stays_usable(
-    corner: Path, tmp_path: Path
+    corner: Path, real_photos: Path, tmp_path: Path
 ) -> None:
     """Real photos with all of corner/ mixed in, DALI's "mixed" (nvJPEG) decoder, skip: the
     epoch ends, every photo is yielded, every file not yielded is named with a reason, and
     CUDA still works after it (a decoder fault would leave a sticky error behind)."""
-    photos = PHOTOS if PHOTOS.is_dir() else BUNDLED_PHOTOS
     root = tmp_path / "mixed"
-    shutil.copytree(photos, root)
+    shutil.copytree(real_photos, root)
     for path in corner.rglob("*"):
         if path.is_file():
             (into := root / f"corner_{path.parent.name}").mkdir(exist_ok=True)
