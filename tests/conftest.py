@@ -10,13 +10,16 @@ import pytest
 import torch
 from torchvision.io import encode_jpeg
 
+from dali_pipes.selfcheck import PHOTOS as SHIPPED_PHOTOS
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PHOTOS = Path(os.environ.get("DALI_PIPES_PHOTOS", SHARED / "photos"))
 CORNER = Path(os.environ.get("DALI_PIPES_CORNER", SHARED / "corner"))
-#: 13 real photos committed with the tests (tests/data/photos/SOURCE.md): textured, in
-#: 3 class folders, baseline and progressive, six chroma subsamplings, portrait, landscape
-#: and odd sizes. The stand-in for PHOTOS in a clone without ../shared.
-BUNDLED_PHOTOS = Path(__file__).resolve().parent / "data" / "photos"
+#: 13 real photos shipped in the package for the self-check (dali_pipes/selfcheck/photos/
+#: SOURCE.md): textured, in 3 class folders, baseline and progressive, six chroma
+#: subsamplings, portrait, landscape and odd sizes. The stand-in for PHOTOS in a clone
+#: without ../shared.
+BUNDLED_PHOTOS = SHIPPED_PHOTOS
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -120,5 +123,5 @@ def photos() -> Path:
 @pytest.fixture(scope="session")
 def real_photos() -> Path:
     """Real photos for the geometry-sensitive tests: the 213 shared ones where they are,
-    else the 13 committed with the tests, so a bare clone runs these tests, not skips them."""
+    else the 13 shipped in the package, so a bare clone runs these tests, not skips them."""
     return PHOTOS if PHOTOS.is_dir() else BUNDLED_PHOTOS

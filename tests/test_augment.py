@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2.functional as F
+from conftest import BUNDLED_PHOTOS
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import Pipeline
@@ -27,7 +28,7 @@ from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec
 from dali_pipes.transforms import apply_geometry
 
-PHOTOS = Path(__file__).parent / "data" / "photos"
+PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes
 PLUGINS = Path(__file__).parent / "plugins"
 
 

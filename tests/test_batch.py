@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2.functional as F
+from conftest import BUNDLED_PHOTOS
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import BatchStage
@@ -18,7 +19,7 @@ from dali_pipes.augment.mixup import Mixup
 from dali_pipes.config import augment_preset
 from dali_pipes.errors import ConfigError
 
-PHOTOS = Path(__file__).parent / "data" / "photos"  # 6 real photos in 3 classes
+PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes
 
 
 def numbered(n: int, size: int = 16) -> torch.Tensor:

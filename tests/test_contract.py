@@ -5,7 +5,7 @@ transforms: it passing proves the tests test the contract; the backends passing 
 keep it. Every image of the tree is a flat colour naming its sample index, so a batch tells
 exactly which samples it holds whatever the crop. Flat colours would pass a wrong crop
 window, ROI or flip, so the pixels themselves are compared with the reference's on the real
-photos committed in tests/data/photos (textured, present in a bare clone).
+photos shipped in dali_pipes/selfcheck/photos (textured, present in a bare clone).
 
 Every test on the flat-colour tree runs with the ``imagenet`` preset and with
 ``randaugment``. RandAugment changes colours, so with it the tree has one class folder per

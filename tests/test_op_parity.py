@@ -2,28 +2,11 @@
 
 Each op's random parameters are drawn once in NumPy from (seed, epoch, sample) and fed to
 both backends, so the comparison is with the same parameters. Outputs are compared on the
-0-255 scale. The bounds are set from the measurement on the 213 shared photos (figures
-printed by the test and recorded in benchmarks/RESULTS.md), each with its reason. Without
-../shared the tests run on the 13 photos committed in tests/data/photos with the same
-bounds (Equalize's share of values off by > 16 excepted: see ``BUNDLED_BOUNDS``):
-
-- every output starts from the decode-fused crop, where DALI's and torchvision's resize
-  differ by mean 0.13 and at most 1 grey level; an op that is exact (flip, grayscale, blur,
-  shear/translate, posterize, invert) keeps that: mean <= 0.3 (measured <= 0.14), max <= 4;
-- enhance ops (brightness, colour, contrast, sharpness) scale that 1-level difference by
-  their factor (<= 1.9): max 2 measured, so the same bounds hold;
-- colour jitter: hue goes through HSV and back and contrast/saturation amplify, max 10
-  measured: max <= 16;
-- rotation samples nearest-neighbour at non-integer positions: a position within float
-  error of a pixel boundary picks the neighbour (torchvision computes its grid in float32
-  in another order), 0.002 % of values, up to 138 levels: at most 0.01 % off by > 16;
-- solarize: a value one level from the threshold can land on either side of it, 0.05 %
-  of values: at most 0.1 % off by > 16, mean <= 0.4;
-- autocontrast stretches the channel range, so the 1-level difference can become 4: mean
-  <= 0.4, max <= 8;
-- equalize maps one level to the next histogram step, up to 185 levels on 0.1 % of the
-  values (mean 0.35): mean <= 0.7, at most 0.2 % off by > 16;
-- the policies mix all of these: mean <= 0.5, at most 0.15 % off by > 16.
+0-255 scale. The bounds, each with its reason, are :mod:`dali_pipes.selfcheck.bounds`
+(set from the measurement on the 213 shared photos; figures printed by the test and
+recorded in benchmarks/RESULTS.md). Without ../shared the tests run on the 13 photos
+shipped in the package with the same bounds (Equalize's share of values off by > 16
+excepted: ``ON_SHIPPED_PHOTOS``).
 
 A wrong parameter on one side (another operation, another magnitude, a wider range)
 moves the mean to 1 and above and puts values far off, which the bounds catch (tested).
@@ -33,7 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import torch
@@ -41,6 +24,16 @@ from conftest import BUNDLED_PHOTOS, gpu
 
 from dali_pipes.augment.randaugment import OPERATIONS
 from dali_pipes.backends import create_loader
+from dali_pipes.selfcheck.bounds import (
+    COLOR_JITTER,
+    EXACT,
+    GPU_POLICY_VS_CPU,
+    ON_SHIPPED_PHOTOS,
+    OPERATION,
+    POLICY,
+    Bound,
+    figures,
+)
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import (
     AugmentSpec,
@@ -51,44 +44,20 @@ from dali_pipes.spec import (
     TorchBackend,
 )
 
-
-class Bound(NamedTuple):
-    mean: float
-    max: float = 255.0
-    over16: float = 0.0  # share of values off by more than 16 levels, percent
-
-
-EXACT = Bound(0.3, 4)
 RANDAUGMENT = {"hflip": {}, "randaugment": {"num_ops": 2, "magnitude": 9, "mstd": 0.5}}
 JITTER = {"color_jitter": {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1}}
 CASES: dict[str, tuple[dict[str, Any], Bound]] = {
     "hflip": ({"hflip": {}}, EXACT),
     "grayscale": ({"grayscale": {"p": 0.5}}, EXACT),
     "gaussian_blur": ({"gaussian_blur": {"kernel_size": 23, "sigma": [0.1, 2.0]}}, EXACT),
-    "color_jitter": (JITTER, Bound(0.3, 16)),
-    "randaugment": (RANDAUGMENT, Bound(0.5, over16=0.15)),
-    "trivialaugment": ({"hflip": {}, "trivialaugment": {}}, Bound(0.5, over16=0.15)),
-    "autoaugment": ({"hflip": {}, "autoaugment": {}}, Bound(0.5, over16=0.15)),
-}
-SPECIAL = {
-    "Rotate": Bound(0.3, over16=0.01),
-    "Solarize": Bound(0.4, over16=0.1),
-    "AutoContrast": Bound(0.4, 8),
-    "Equalize": Bound(0.7, over16=0.2),
+    "color_jitter": (JITTER, COLOR_JITTER),
+    "randaugment": (RANDAUGMENT, POLICY),
+    "trivialaugment": ({"hflip": {}, "trivialaugment": {}}, POLICY),
+    "autoaugment": ({"hflip": {}, "autoaugment": {}}, POLICY),
 }
 for _name in OPERATIONS:
     _ops = {"randaugment": {"num_ops": 1, "magnitude": 9, "operations": [_name]}}
-    CASES[f"randaugment[{_name}]"] = (_ops, SPECIAL.get(_name, EXACT))
-
-# Equalize's share of values off by > 16 is a figure of the photo set: it comes from photos
-# with smooth gradients (a sky), where a one-level resize difference moves a whole histogram
-# step. Two of the 13 committed photos are such (kite 2.0 %, business-suit 2.8 % under
-# Equalize), so on them these cases have bounds of their own, measured there (0.44 % and
-# 0.17 %) with the headroom the 213-photo bounds have; mean and max are the same bounds.
-BUNDLED_BOUNDS = {
-    "randaugment[Equalize]": Bound(0.7, over16=1.0),
-    "autoaugment": Bound(0.5, over16=0.4),
-}
+    CASES[f"randaugment[{_name}]"] = (_ops, OPERATION.get(_name, EXACT))
 
 _DALI: dict[str, torch.Tensor] = {}  # DALI's output per case, shared with the wrong-parameter test
 
@@ -124,17 +93,8 @@ def dali(root: Path, case: str) -> torch.Tensor:
     return _DALI[case]
 
 
-def figures(a: torch.Tensor, b: torch.Tensor) -> Bound:
-    diff = (a - b).abs()
-    return Bound(diff.mean().item(), diff.max().item(), 100 * (diff > 16).float().mean().item())
-
-
 def within(measured: Bound, bound: Bound) -> bool:
-    return (
-        measured.mean <= bound.mean
-        and measured.max <= bound.max
-        and measured.over16 <= bound.over16
-    )
+    return bound.admits(measured)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -143,7 +103,7 @@ def test_each_op_on_dali_cpu_matches_the_torch_backend_on_real_photos(
 ) -> None:
     ops, bound = CASES[case]
     if real_photos == BUNDLED_PHOTOS:
-        bound = BUNDLED_BOUNDS.get(case, bound)
+        bound = ON_SHIPPED_PHOTOS.get(case, bound)
     ours = dali(real_photos, case)
     reference = run(real_photos, case, ops, TorchBackend(device="cpu", num_workers=2))
     every = math.ceil(len(discover_folder(real_photos).files) / stride(real_photos, case))
@@ -208,4 +168,4 @@ def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(real_photos: Pa
         run(real_photos, "randaugment", ops, DaliBackend(device="cpu")),
     )
     print(f"randaugment GPU vs CPU: {measured}")
-    assert measured.mean <= 1.0 and measured.over16 <= 0.3
+    assert within(measured, GPU_POLICY_VS_CPU)

@@ -7,12 +7,11 @@ compared with torchvision's own; the samplers with the distributions torchvision
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2.functional as F
+from conftest import BUNDLED_PHOTOS
 from torchvision.io import ImageReadMode, decode_jpeg, read_file
 from torchvision.transforms import v2
 
@@ -26,7 +25,7 @@ from dali_pipes.augment.randaugment import RandAugment
 from dali_pipes.augment.trivialaugment import TrivialAugment
 from dali_pipes.draws import uniforms
 
-PHOTOS = Path(__file__).parent / "data" / "photos"
+PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes
 SIZE = (96, 120)  # height, width: not square, so width and height cannot be swapped
 CTX = Context(size=SIZE)
 

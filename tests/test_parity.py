@@ -4,8 +4,8 @@ Both backends take their crop windows, resize sizes and flips from
 ``dali_pipes.geometry`` for the same (seed, epoch, sample), so the training comparison is
 with the random parameters fixed and fed to both. Outputs are compared on the 0-255 scale
 (mean 0, std 1/255). The bounds are the issue's; the measured figures are printed. The
-photos are ``../shared/data/photos`` where it exists, else the 13 committed in
-tests/data/photos; the test that a window one pixel off breaks the bounds always uses the
+photos are ``../shared/data/photos`` where it exists, else the 13 shipped in
+dali_pipes/selfcheck/photos; the test that a window one pixel off breaks the bounds always uses the
 committed ones.
 """
 
@@ -22,19 +22,15 @@ from conftest import BUNDLED_PHOTOS, gpu
 from dali_pipes.augment.flip import HorizontalFlip
 from dali_pipes.backends import create_loader
 from dali_pipes.geometry import Geometry
+from dali_pipes.selfcheck.bounds import DALI_CPU_VS_TORCH, DALI_GPU_VS_CPU
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, TorchBackend
 
-# DALI on the CPU vs the torch backend: mean |diff| and the largest difference, grey levels.
-CPU_BOUNDS = (0.5, 4)
-
-# GPU vs CPU bounds, fancy_upsampling -> (mean, max, share of values off by > 16 levels).
-# Measured on an H100 (benchmarks/RESULTS.md), train/eval: with libjpeg-style upsampling
-# mean 0.45 and max 4 (nvJPEG's IDCT rounds differently); with nvJPEG's own upsampling
-# mean 0.36-0.41, max 45-71 and 0.011-0.021 % of values off by > 16, all at sharp colour
-# edges where the two upsamplers disagree most. Bounds leave ~1.5x on the mean and 2x on
-# the rest for other GPUs and drivers; a geometry mismatch moves the mean to ~5.
-GPU_BOUNDS = {True: (0.7, 8, 0.0), False: (0.7, 128, 0.05 / 100)}
+# Bounds, with their reasons: dali_pipes.selfcheck.bounds. DALI on the CPU vs the torch
+# backend: mean |diff| and the largest difference, grey levels; the GPU vs the CPU by
+# fancy_upsampling, also the share of values off by > 16 levels (a geometry mismatch moves
+# the mean to ~5).
+CPU_BOUNDS = (DALI_CPU_VS_TORCH.mean, DALI_CPU_VS_TORCH.max)
 
 RAW = AugmentSpec(mean=(0.0, 0.0, 0.0), std=(1 / 255, 1 / 255, 1 / 255))
 
@@ -191,7 +187,7 @@ def test_dali_gpu_matches_dali_cpu_on_real_photos(
     assert on_gpu.shape == on_cpu.shape
     name = f"dali-gpu ({'fancy' if fancy else 'nvjpeg'} upsampling) vs dali-cpu"
     mean, _, worst, off = report(f"{name} ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)
-    bound_mean, bound_max, bound_off = GPU_BOUNDS[fancy]
-    assert mean <= bound_mean
-    assert worst <= bound_max
-    assert off <= bound_off
+    bound = DALI_GPU_VS_CPU[fancy]
+    assert mean <= bound.mean
+    assert worst <= bound.max
+    assert 100 * off <= bound.over16
