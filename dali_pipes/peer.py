@@ -61,7 +61,15 @@ def _folder(spec: LoaderSpec) -> ImageSource:
 
 
 def peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
-    """DALI's example training pipeline over ``spec``'s folder, built.
+    """DALI's example training pipeline over ``spec``'s folder, built
+    (:func:`define_peer_pipeline`)."""
+    pipe = define_peer_pipeline(spec, options, device_id)
+    pipe.build()
+    return pipe
+
+
+def define_peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
+    """DALI's example training pipeline over ``spec``'s folder, defined but not built.
 
     ``device_id=None``: every operator on the CPU (``decoders`` on ``cpu``); a GPU index:
     ``mixed`` decoding (nvJPEG) and the rest on that GPU, labels copied there too. Threads,
@@ -118,15 +126,13 @@ def peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None)
         )
         return images, labels.gpu() if gpu else labels
 
-    pipe = example(
+    return example(
         batch_size=spec.batch_size,
         num_threads=options.num_threads or cpu_share(),
         device_id=device_id,
         prefetch_queue_depth=options.prefetch_queue_depth,
         seed=spec.sampling.seed,
     )
-    pipe.build()
-    return pipe
 
 
 class PeerLoader:

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from dali_pipes.augment import auto
 from dali_pipes.backends import create_loader
+from dali_pipes.backends.dali import DaliLoader
+from dali_pipes.backends.dali_graph import EncodedFiles, GraphDevices
+from dali_pipes.backends.dali_trace import trace
 from dali_pipes.sources import discover_folder
 from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, SplitAugment
 
@@ -56,9 +58,18 @@ def test_only_ops_that_branch_per_sample_turn_on_dalis_conditionals(
     assert (pipeline.needs_conditionals(False), pipeline.needs_conditionals(True)) == (cpu, gpu)
 
 
-def test_the_gpus_graph_on_the_cpu_turns_them_on(
-    real_photos: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(auto, "COMPILED_ON_CPU", False)
-    pipeline = spec(real_photos, {"randaugment": {}}).augment.pipeline(True)
-    assert pipeline.needs_conditionals(False)
+def test_the_gpus_graph_run_as_its_cpu_twin_turns_them_on(real_photos: Path) -> None:
+    """RandAugment's slots branch per sample in the GPU's graph, also when it runs on the
+    CPU as its twin; the CPU's graph runs them as one compiled kernel, without AutoGraph."""
+    ops = spec(real_photos, {"randaugment": {}})
+    twin = DaliLoader(ops, twin=True)
+    cpu = DaliLoader(ops)
+    assert twin.graph.devices == GraphDevices.twin() and cpu.graph.devices == GraphDevices.cpu()
+    schemas = {
+        name: {op.schema for op in trace(loader.graph.define(EncodedFiles())).ops}
+        for name, loader in (("twin", twin), ("cpu", cpu))
+    }
+    assert "_conditional__Split" in schemas["twin"] and "NumbaFuncImpl" not in schemas["twin"]
+    assert "_conditional__Split" not in schemas["cpu"] and "NumbaFuncImpl" in schemas["cpu"]
+    twin.close()
+    cpu.close()

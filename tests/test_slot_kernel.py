@@ -7,12 +7,11 @@ photos, with the packed parameters the DALI feed carries: every operation is exa
 the warps with a fractional source position, where torchvision computes its sampling grid
 in float32 in another order and a position within rounding error of a pixel boundary
 picks the neighbour (measured on these photos: at most 0.002 % of the values).
-The pipeline-level parity with DALI's decode is tests/test_op_parity.py.
+The pipeline-level parity with DALI's decode is tests/test_op_parity.py; the GPU's graph of
+the slots (DALI conditionals), run as its CPU twin, is tests/test_twins.py.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,21 +91,3 @@ def test_a_wrong_magnitude_in_the_packed_row_is_caught(images: list[torch.Tensor
     ours = run_kernel(images[0], wrong)
     theirs = auto.apply_torch(images[0], int(ops[0]), float(right[0]), "nearest", 0)
     assert not torch.equal(ours, theirs.float())
-
-
-def test_the_gpus_conditional_graph_still_matches_torch_when_run_on_the_cpu(
-    photos: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The GPU runs the slots as DALI conditionals over dali_ops (no GPU here): the same
-    graph on the CPU keeps the pipeline-level bound it had before the kernel."""
-    from test_op_parity import CASES, figures, run, within
-
-    from dali_pipes.spec import DaliBackend, TorchBackend
-
-    ops, bound = CASES["randaugment"]
-    monkeypatch.setattr(auto, "COMPILED_ON_CPU", False)
-    graph = run(photos, "randaugment", ops, DaliBackend(device="cpu"))
-    reference = run(photos, "randaugment", ops, TorchBackend())
-    measured = figures(graph, reference)
-    print(f"conditional graph on the CPU vs torch: {measured}")
-    assert within(measured, bound), f"{measured} exceeds {bound}"

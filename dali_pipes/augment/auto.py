@@ -70,9 +70,6 @@ _KIND_OF = {
 }
 _KIND_TABLE = np.array([_KIND_OF[name] for name in OPS], dtype=np.int32)  # op index -> kind
 INTERPOLATIONS = ("nearest", "bilinear")
-#: DALI on the CPU runs a slot as one compiled kernel; tests set False to run the GPU's
-#: conditional graph on the CPU.
-COMPILED_ON_CPU = True
 
 
 @dataclass(frozen=True)
@@ -325,15 +322,15 @@ def dali_slot(
 ) -> Any:
     """The DALI graph of one slot: per sample, the operation of its packed row.
 
-    On the CPU one compiled kernel (:mod:`~dali_pipes.augment.slot_kernel`); on the GPU
-    the pieces of :mod:`~dali_pipes.augment.dali_ops`, the branch of each sample's kind
-    picked with DALI conditionals (``kinds`` lists the branches the op can reach; others
-    are not built).
+    In the CPU's realisation one compiled kernel (:mod:`~dali_pipes.augment.slot_kernel`);
+    in the GPU's (on the GPU or its CPU twin) the pieces of
+    :mod:`~dali_pipes.augment.dali_ops`, the branch of each sample's kind picked with DALI
+    conditionals (``kinds`` lists the branches the op can reach; others are not built).
     """
     if kinds == (slot_layout.IDENTITY,):
         return images
     packed = p[f"{prefix}packed"]
-    if not ctx.gpu and COMPILED_ON_CPU:
+    if not ctx.gpu_graph:
         from dali_pipes.augment import slot_kernel  # imports numba: only for CPU pipelines
 
         return slot_kernel.apply(images, packed)
@@ -370,7 +367,7 @@ def dali_slot(
             if name == "autocontrast":
                 return dali_ops.autocontrast(x)
             if name == "equalize":
-                return dali_ops.equalize(x, ctx)
+                return dali_ops.equalize(x)
             if name == "invert":
                 return dali_ops.invert(x)
             return x
@@ -455,10 +452,9 @@ class SlotOp(Op):
         return images
 
     def needs_conditionals(self, gpu: bool) -> bool:
-        """The GPU picks each sample's branch with conditionals; the CPU's kernel reads
-        the kind itself (see :func:`dali_slot`)."""
-        single = len(self.kinds()) == 1
-        return not single and (gpu or not COMPILED_ON_CPU)
+        """The GPU's realisation picks each sample's branch with conditionals; the CPU's
+        kernel reads the kind itself (see :func:`dali_slot`)."""
+        return gpu and len(self.kinds()) > 1
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
         return dali_params(names, self.kinds())

@@ -50,13 +50,22 @@ class Context:
 
     ``size``: (height, width) of every image the op sees -- the crop's output, the same for
     the whole batch (a resolution schedule changes it between epochs, so a DALI graph,
-    built once, must not make constants of it). ``gpu``: the DALI graph runs on the GPU
-    (its fed parameters arrive on the CPU and must be moved before they meet GPU images in
-    arithmetic).
+    built once, must not make constants of it). ``gpu``: the DALI graph's operators run on
+    the GPU (its fed parameters arrive on the CPU and must be moved before they meet GPU
+    images in arithmetic). ``twin``: the GPU's graph with every operator on the CPU (see
+    :class:`~dali_pipes.backends.dali_graph.GraphDevices`), so that its logic runs where
+    there is no GPU. An op with a realisation of its own for the GPU picks it by
+    :attr:`gpu_graph`, and places nodes by ``gpu`` (:meth:`operand`, :meth:`constant`).
     """
 
     size: tuple[int, int]
     gpu: bool = False
+    twin: bool = False
+
+    @property
+    def gpu_graph(self) -> bool:
+        """The GPU's realisation: on the GPU, or its CPU twin."""
+        return self.gpu or self.twin
 
     def operand(self, node: Any) -> Any:
         """A fed parameter as an arithmetic operand next to the images."""
@@ -102,7 +111,8 @@ class Op(ABC):
 
     def needs_conditionals(self, gpu: bool) -> bool:
         """Whether :meth:`dali` branches per sample on a fed value (a Python ``if`` on a
-        DataNode, which DALI runs with ``enable_conditionals``). True unless an op says
+        DataNode, which DALI runs with ``enable_conditionals``) in the GPU's realisation
+        (``gpu``: :attr:`Context.gpu_graph`) or the CPU's. True unless an op says
         otherwise: a pipeline of ops that do not branch is built without DALI's AutoGraph."""
         return True
 

@@ -1,8 +1,9 @@
 """DALI graph pieces that compute what ``torchvision.transforms.v2.functional`` computes.
 
-The auto-augment slots use them on the GPU only; DALI on the CPU runs a slot as one
-compiled kernel (:mod:`~dali_pipes.augment.slot_kernel`), exact where these pieces are
-off by a grey level. Colour jitter, grayscale and blur use them on both devices.
+The auto-augment slots use them in the GPU's realisation only (on the GPU, or its CPU
+twin); the CPU's realisation runs a slot as one compiled kernel
+(:mod:`~dali_pipes.augment.slot_kernel`), exact where these pieces are off by a grey
+level. Colour jitter, grayscale and blur use them in both.
 
 Images between ops are *pixels*: float32 HWC DataNodes holding whole numbers in [0, 255],
 the values torchvision's uint8 tensors hold. Every function here takes and returns pixels;
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.base import Context
+from dali_pipes.errors import DaliPipesError
 
 # torchvision's grayscale weights (_rgb_to_grayscale_image).
 _LUMA = np.array([[[0.2989, 0.587, 0.114]]], dtype=np.float32)
@@ -202,31 +204,39 @@ def autocontrast(images: Any) -> Any:
     return truncate((images - lo) / inv_scale, low=False)
 
 
-def _equalize_hwc(image: np.ndarray) -> np.ndarray:
-    """torchvision's ``equalize`` on one HWC pixel array (runs inside the DALI graph)."""
-    import torch
-    import torchvision.transforms.v2.functional as F
+def equalize(images: Any) -> Any:
+    """Histogram equalisation per channel, in the GPU's realisation (on the GPU or its CPU
+    twin): DALI's ``fn.equalize``.
 
-    chw = torch.from_numpy(image.astype(np.uint8)).permute(2, 0, 1)
-    return F.equalize(chw).permute(1, 2, 0).numpy().astype(np.float32)
-
-
-def equalize(images: Any, ctx: Context) -> Any:
-    """Histogram equalisation per channel.
-
-    On the CPU this is torchvision's own ``equalize`` (PIL's lookup-table rule), run on
-    each sample by ``fn.python_function``: DALI has no per-sample lookup table, and its
-    ``fn.equalize`` builds the table like OpenCV (inclusive cumulative histogram shifted by
-    the first bin), which on the photos' random crops differs from torchvision's by a mean
-    of 13 grey levels (max ~130, where one bin holds many pixels). On the GPU it is
-    ``fn.equalize`` (OpenCV's rule), the difference stated above. (The CPU branch runs
-    only when tests switch the compiled slot kernel off.)
+    It builds its lookup table like OpenCV (inclusive cumulative histogram shifted by the
+    first bin), not like PIL, whose rule torchvision follows: on random crops of the photos
+    the two differ where one histogram bin holds many pixels (benchmarks/RESULTS.md has
+    the figures). DALI has no histogram or per-sample lookup table to write PIL's rule
+    with; in the CPU's realisation the slot kernel computes PIL's rule itself.
     """
     from nvidia.dali import fn, types
 
-    if ctx.gpu:
-        return pixels(fn.equalize(fn.cast(images, dtype=types.UINT8)))
-    return fn.python_function(images, function=_equalize_hwc, output_layouts="HWC")
+    return pixels(fn.equalize(fn.cast(images, dtype=types.UINT8)))
+
+
+def require_cpu(what: str, *nodes: Any) -> None:
+    """Refuse, while the graph is defined, to give a CPU kernel of ours (Python or numba
+    code, which reads host memory) a node on the GPU: one line naming the kernel."""
+    on_gpu = [i for i, node in enumerate(nodes) if getattr(node, "device", "cpu") != "cpu"]
+    if on_gpu:
+        raise DaliPipesError(
+            f"{what} is a CPU kernel but its input {on_gpu[0]} is on the GPU: the GPU "
+            "graph must use a DALI operator with a GPU implementation instead"
+        )
+
+
+def cpu_kernel(what: str, *inputs: Any, **options: Any) -> Any:
+    """``fn.python_function(*inputs, **options)`` on the CPU, refused for GPU inputs
+    (:func:`require_cpu`): DALI would place it on the GPU and hand it device memory."""
+    from nvidia.dali import fn
+
+    require_cpu(what, *inputs)
+    return fn.python_function(*inputs, device="cpu", **options)
 
 
 def affine(images: Any, matrix: Any, interpolation: str, fill: int) -> Any:

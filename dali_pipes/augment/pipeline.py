@@ -136,11 +136,14 @@ class Pipeline:
         :meth:`Op.needs_conditionals`); the crop and the fused flip never do."""
         return any(op.needs_conditionals(gpu) for op in self.ops)
 
-    def dali(self, images: Any, fed: Sequence[Any], gpu: bool) -> tuple[Any, Any]:
+    def dali(
+        self, images: Any, fed: Sequence[Any], gpu: bool, twin: bool = False
+    ) -> tuple[Any, Any]:
         """The ops as a DALI graph on uint8 HWC ``images`` (the crop's output).
 
-        ``fed`` are the DataNodes of :meth:`feed`'s arrays. Returns the images and the
-        flip flag to give ``crop_mirror_normalize`` (None: no flip left to do).
+        ``fed`` are the DataNodes of :meth:`feed`'s arrays; ``gpu`` and ``twin`` say where
+        the graph runs (:class:`~dali_pipes.augment.base.Context`). Returns the images and
+        the flip flag to give ``crop_mirror_normalize`` (None: no flip left to do).
         """
         # Indexing, not zip(strict=True): DALI's AutoGraph converts this code and its zip
         # takes no keywords.
@@ -148,7 +151,7 @@ class Pipeline:
         for i, (k, name) in enumerate(self.feed_layout):
             per_op[k][name] = fed[i]
         # The size is a per-epoch value (a resolution schedule), not a graph constant.
-        ctx = Context(size=self.size(), gpu=gpu)
+        ctx = Context(size=self.size(), gpu=gpu, twin=twin)
         if any(not isinstance(op, HorizontalFlip) for op in self.ops):
             images = dali_ops.pixels(images)  # ops pass float32 whole numbers (dali_ops)
         for k, op in enumerate(self.ops):

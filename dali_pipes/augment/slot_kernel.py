@@ -280,4 +280,7 @@ def apply(images: Any, packed: Any) -> Any:
     """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
     from nvidia.dali import fn
 
+    from dali_pipes.augment.dali_ops import require_cpu
+
+    require_cpu("the auto-augment slot kernel", images, packed)
     return fn.reshape(_operator()(images, packed), layout="HWC")

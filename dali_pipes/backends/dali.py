@@ -26,6 +26,9 @@ When the batches are wanted on a GPU all the same (``LoaderSpec.output_device``:
 the GPU fed by CPU decoding, DALI's "dali-cpu" placement), the pipeline is built for that
 GPU, every operator up to the normalisation runs on the CPU, and the uint8 crops go to the
 GPU with DALI's own ``.gpu()`` copy (pinned, asynchronous) for the fused normalisation.
+The graph itself is a :class:`~dali_pipes.backends.dali_graph.DaliGraph`, defined apart
+from this loader so that it can be traced and checked without a GPU; ``twin=True`` runs
+the GPU's graph with every operator on the CPU (its CPU twin).
 
 Failures: a DALI error from the decoder or another operator that reads the images starts
 a search for the file to blame (each file of the batches in flight is decoded alone with
@@ -45,13 +48,13 @@ import weakref
 from collections import deque
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles, EpochPlan, Loader
+from dali_pipes.backends.dali_graph import DaliGraph, EncodedFiles, GraphDevices, GraphInputs
 from dali_pipes.backends.dali_webdataset import WebdatasetStream
 from dali_pipes.decode import decode_bytes, header_size
 from dali_pipes.device import loader_devices
@@ -66,37 +69,6 @@ if TYPE_CHECKING:
     from dali_pipes.resample import WindowResize
 
 log = logging.getLogger(__name__)
-
-
-def _dali_types() -> dict[str, Any]:
-    from nvidia.dali import types
-
-    return {
-        "bool": types.BOOL,
-        "uint8": types.UINT8,
-        "int32": types.INT32,
-        "int64": types.INT64,
-        "float32": types.FLOAT,
-        "float64": types.FLOAT64,
-    }
-
-
-def param_types(dtypes: list[str]) -> list[Any]:
-    """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
-    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
-    from nvidia.dali import types
-
-    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
-
-
-def window(images: Any, anchor: Any, shape: Any) -> Any:
-    """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
-    images: after a whole-image decode, and of the cached images."""
-    from nvidia.dali import fn
-
-    return fn.slice(
-        images, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
-    )
 
 
 class InFlight(NamedTuple):
@@ -371,7 +343,10 @@ class DaliLoader(Loader):
     probe_limit: int = 1024
     probe_seconds: float = 60.0
 
-    def __init__(self, spec: LoaderSpec) -> None:
+    def __init__(self, spec: LoaderSpec, *, twin: bool = False) -> None:
+        """``twin``: run the GPU's graph with every operator on the CPU, batches on the
+        CPU (:class:`~dali_pipes.backends.dali_graph.GraphDevices`): the GPU path's logic
+        where there is no GPU, for the tests and ``python -m dali_pipes.selfcheck``."""
         super().__init__(spec)
         if not isinstance(spec.backend, DaliBackend):
             raise ConfigError(f"backend={spec.backend.name!r} options given to the DALI backend")
@@ -383,26 +358,28 @@ class DaliLoader(Loader):
         self.options: DaliBackend = spec.backend
         #: Where the pipeline decodes and augments; :attr:`device`: where batches arrive
         #: (the model's device: a GPU also when made on the CPU, "dali-cpu").
-        self.made, self.device = loader_devices(spec)
+        self.made, self.device = (
+            (torch.device("cpu"), torch.device("cpu")) if twin else loader_devices(spec)
+        )
         if self.device.type == "cuda":
             self._check_dali_gpu()
         self.num_threads = self.options.num_threads or cpu_share()
-        fancy_on_gpu = self.made.type == "cuda" and self.options.fancy_upsampling
-        roi = self.options.roi_decode
-        self.roi_decode = not fancy_on_gpu if roi is None else roi
-        if self.roi_decode and fancy_on_gpu:
+        devices = GraphDevices.twin() if twin else GraphDevices.for_loader(self.made, self.device)
+        #: The CPU realisation's resize (:mod:`dali_pipes.resample`); the GPU's is DALI's.
+        self._resize: WindowResize | None = None
+        if not devices.gpu_graph:
+            from dali_pipes.resample import WindowResize  # imports numba: CPU graphs only
+
+            self._resize = WindowResize(self.num_threads)
+        #: The graph this loader builds (defined apart from it: it can be traced alone).
+        self.graph = DaliGraph(spec, devices, self.num_threads, self._resize)
+        if self.options.roi_decode and self.graph.fancy_upsampling:
             log.warning(
                 "backend.roi_decode=true with backend.fancy_upsampling=true on the GPU: "
                 "nvJPEG declines that and DALI decodes those images on the CPU instead; "
                 "set one of them to false (or roi_decode=null)"
             )
         self._feed: Feed = self._make_feed()
-        #: The CPU graph's resize (:mod:`dali_pipes.resample`); the GPU's is DALI's own.
-        self._resize: WindowResize | None = None
-        if self.made.type == "cpu":
-            from dali_pipes.resample import WindowResize  # imports numba: CPU graphs only
-
-            self._resize = WindowResize(self.num_threads)
         self._pipe: Any = None
         self._owner = threading.get_ident()  # the thread that built the pipeline
         self._active: Generator[Batch, None, None] | None = None
@@ -438,27 +415,13 @@ class DaliLoader(Loader):
 
     # ----------------------------------------------------------------- pipeline
 
+    def _inputs(self) -> GraphInputs:
+        """Where the graph's images come from: the feed's encoded files."""
+        return EncodedFiles(self._feed)
+
     def _define(self) -> Any:
         """The pipeline, defined but not built (building allocates; this does not)."""
-        from nvidia.dali import pipeline_def
-
-        pipeline = self.spec.augment.pipeline(self.spec.train)
-        dtypes = list(pipeline.feed_dtypes)
-        # Conditionals: ops that choose per sample (a probability, RandAugment's operation
-        # on the GPU) from the fed parameters with DALI `if` branches. DALI's AutoGraph then
-        # rewrites the graph function and what it calls (so nothing but graph code runs
-        # inside it); that costs time at every build, so only when an op needs it.
-        conditionals = pipeline.needs_conditionals(self.made.type == "cuda")
-        graph = pipeline_def(partial(self._graph, dtypes), enable_conditionals=conditionals)
-        return graph(
-            batch_size=self.spec.batch_size,
-            num_threads=self.num_threads,
-            # The GPU the batches go to: the decode GPU, or for dali-cpu the one that
-            # receives the CPU-made batches (DALI then copies them there itself).
-            device_id=self.device.index if self.device.type == "cuda" else None,
-            prefetch_queue_depth=self.options.prefetch_queue_depth,
-            seed=self.spec.sampling.seed,
-        )
+        return self.graph.define(self._inputs())
 
     def _build(self) -> Any:
         _release_orphans()
@@ -468,101 +431,6 @@ class DaliLoader(Loader):
         pipe.build()
         _open_loaders.add(self)
         return pipe
-
-    def _decode(self, encoded: Any, anchor: Any, shape: Any) -> Any:
-        """Decode each image's crop window, as the graph does and a probe must.
-
-        One place for the decoding op and all its options (device, ``hw_decoder_load``,
-        paddings, fancy upsampling, region decoding or whole-image decoding and a slice):
-        :meth:`_culprits` blames a file only when this same decoder fails on it alone.
-        """
-        from nvidia.dali import fn, types
-
-        decoder: dict[str, Any] = {}
-        if self.made.type == "cuda":
-            decoder = {
-                "hw_decoder_load": self.options.hw_decoder_load,
-                "preallocate_width_hint": self.options.preallocate_width_hint,
-                "preallocate_height_hint": self.options.preallocate_height_hint,
-                "jpeg_fancy_upsampling": self.options.fancy_upsampling,
-            }
-            if self.options.device_memory_padding:
-                decoder["device_memory_padding"] = self.options.device_memory_padding
-            if self.options.host_memory_padding:
-                decoder["host_memory_padding"] = self.options.host_memory_padding
-        decoder.update(
-            device="mixed" if self.made.type == "cuda" else "cpu",
-            output_type=types.RGB,
-            adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
-        )
-        if self.roi_decode:
-            return fn.decoders.image_slice(
-                encoded,
-                anchor,
-                shape,
-                normalized_anchor=False,
-                normalized_shape=False,
-                **decoder,
-            )
-        return window(fn.decoders.image(encoded, **decoder), anchor, shape)
-
-    def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """The crop windows' pixels and the fed parameters (labels, resize ROI, output
-        size, op parameters): here read by the feed and decoded by DALI."""
-        from nvidia.dali import fn, types
-
-        encoded, labels, anchor, shape, *params = fn.external_source(
-            source=self._feed,
-            num_outputs=7 + len(dtypes),
-            batch=True,
-            dtype=[types.UINT8, *param_types(dtypes)],
-        )
-        return self._decode(encoded, anchor, shape), [labels, *params]
-
-    def _graph(self, dtypes: list[str]) -> tuple[Any, Any]:
-        """inputs (decode the crop window) -> resize -> ops -> normalise."""
-        from nvidia.dali import fn, types
-
-        on_gpu = self.made.type == "cuda"
-        to_gpu = self.device.type == "cuda"
-        aug = self.spec.augment
-        pipeline = aug.pipeline(self.spec.train)
-        images, (labels, roi_start, roi_end, out, *fed) = self._inputs(dtypes)
-        if self._resize is not None:  # CPU: the same filter, compiled (3x DALI's CPU resize)
-            images = fn.python_function(
-                images,
-                roi_start,
-                roi_end,
-                out,
-                function=self._resize,
-                batch_processing=True,
-                output_layouts="HWC",
-            )
-        else:
-            images = fn.resize(
-                images,
-                size=out,  # fed: a resolution schedule changes it without a rebuild
-                roi_start=roi_start,
-                roi_end=roi_end,
-                roi_relative=False,
-                antialias=True,
-                interp_type=types.INTERP_LINEAR,
-            )
-        images, mirror = pipeline.dali(images, fed, on_gpu)
-        if to_gpu and not on_gpu:
-            # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
-            # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the
-            # normalisation runs on the GPU.
-            images = images.gpu()
-        images = fn.crop_mirror_normalize(
-            images,
-            mirror=0 if mirror is None else mirror,
-            mean=[255 * m for m in aug.mean],
-            std=[255 * s for s in aug.std],
-            dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
-            output_layout="HWC" if aug.channels_last else "CHW",
-        )
-        return images, labels.gpu() if to_gpu else labels
 
     # ----------------------------------------------------------------- epochs
 
@@ -791,7 +659,7 @@ def _sample_paths(paths: list[str], shown: int = 4) -> str:
 
 
 class _Probe:
-    """Decodes one file at a time with a loader's decoder (:meth:`DaliLoader._decode`).
+    """Decodes one file at a time with a loader's decoder (:meth:`DaliGraph.decode`).
 
     One batch-of-one pipeline serves every file of a search and is rebuilt only after it
     fails (a DALI pipeline is unusable after an error), so a search costs one build per
@@ -803,21 +671,7 @@ class _Probe:
         self._pipe: Any = None
 
     def _build(self) -> Any:
-        from nvidia.dali import fn, types
-        from nvidia.dali.pipeline import Pipeline
-
-        made = self.loader.made
-        pipe = Pipeline(
-            batch_size=1,
-            num_threads=1,
-            device_id=made.index if made.type == "cuda" else None,
-            prefetch_queue_depth=1,
-        )
-        with pipe:
-            encoded = fn.external_source(name="encoded", dtype=types.UINT8)
-            anchor = fn.external_source(name="anchor", dtype=types.FLOAT)
-            shape = fn.external_source(name="shape", dtype=types.FLOAT)
-            pipe.set_outputs(self.loader._decode(encoded, anchor, shape))
+        pipe = self.loader.graph.define_decoder()
         pipe.build()
         return pipe
 

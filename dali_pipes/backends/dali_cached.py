@@ -33,14 +33,8 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles
-from dali_pipes.backends.dali import (
-    DaliLoader,
-    Failure,
-    Feed,
-    InFlight,
-    param_types,
-    window,
-)
+from dali_pipes.backends.dali import DaliLoader, Failure, Feed, InFlight
+from dali_pipes.backends.dali_graph import CachedPixels, GraphInputs
 from dali_pipes.backends.decoded import DecodedImages
 from dali_pipes.distributed import cpu_share
 from dali_pipes.spec import DaliBackend, LoaderSpec
@@ -104,14 +98,15 @@ class DaliCachedLoader(DaliLoader):
     """Decoded images in memory on :attr:`made`, DALI's augmentation graph every epoch.
 
     ``data.cache=gpu`` builds it on the GPU (:func:`dali_pipes.backends.create_loader`
-    refuses it without one); on the CPU it is the same graph, which the tests compare with
-    ``backend=dali`` batch for batch.
+    refuses it without one). On the CPU it is the CPU's graph, which the tests compare with
+    ``backend=dali`` batch for batch; ``twin=True`` runs the GPU's graph on the CPU (the
+    images held in host memory), its logic without a GPU.
     """
 
-    def __init__(self, spec: LoaderSpec) -> None:
+    def __init__(self, spec: LoaderSpec, *, twin: bool = False) -> None:
         if not isinstance(spec.backend, DaliBackend):  # e.g. backend=torch: DALI's defaults
             spec = replace(spec, backend=DaliBackend(device=spec.backend.device))
-        super().__init__(spec)
+        super().__init__(spec, twin=twin)
 
     def _make_feed(self) -> Feed:
         """Decode the split once (the base loader's file feed is not needed), then feed
@@ -129,25 +124,11 @@ class DaliCachedLoader(DaliLoader):
     def decoded_here(self) -> int:
         return self.store.decoded_here
 
-    def _inputs(self, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """The cached images' crop windows and the fed parameters."""
-        from nvidia.dali import fn, types
-
+    def _inputs(self) -> GraphInputs:
+        """The cached images, on the graph's operator device, and their parameters."""
         feed = self._feed
         assert isinstance(feed, _CachedFeed)
-        labels, anchor, shape, *params = fn.external_source(
-            source=feed, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
-        )
-        images = fn.external_source(
-            source=feed.pixels,
-            batch=True,
-            dtype=types.UINT8,
-            ndim=3,
-            layout="HWC",
-            device="gpu" if self.made.type == "cuda" else "cpu",
-            cuda_stream=self._copy_stream,
-        )
-        return window(images, anchor, shape), [labels, *params]
+        return CachedPixels(feed, feed.pixels, self._copy_stream)
 
     def _blame(self, failure: Exception, reason: str, suspects: list[InFlight]) -> int:
         """No file is read or decoded here: a DALI failure is never a file's."""

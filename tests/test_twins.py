@@ -1,0 +1,160 @@
+"""The GPU's graphs run as their CPU twins, against the torch backend, on real photos.
+
+A CPU twin is the GPU's graph -- DALI's resize, the auto-augment slots as DALI
+conditionals over :mod:`dali_pipes.augment.dali_ops`, DALI's ``fn.equalize``, the decoder
+with the GPU's options -- with every operator on the CPU
+(:class:`~dali_pipes.backends.dali_graph.GraphDevices`). It runs the GPU path's logic on a
+machine without a GPU, so only the operators' device implementations (and nvJPEG) stay
+for a GPU to exercise: ``python -m dali_pipes.selfcheck`` and the ``gpu`` tests.
+
+Every preset's twin (train and val), and ``data.cache=gpu``'s twin, must keep the per-op
+bounds of :mod:`dali_pipes.selfcheck.bounds` against the torch backend. One difference is
+by design: the GPU graph's equalize is DALI's, which builds its lookup table by OpenCV's
+rule, not PIL's (torchvision's). So the reference here is the torch backend with
+torchvision's ``equalize`` replaced by :func:`equalize_as_dali` (OpenCV's rule, shown
+below to be exactly what ``fn.equalize`` computes); the rule's own effect on the batches
+is printed (benchmarks/RESULTS.md records it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.v2.functional as F
+from conftest import BUNDLED_PHOTOS
+from torchvision.io import decode_jpeg, read_file
+
+from dali_pipes.augment.auto import SlotOp
+from dali_pipes.augment.slot_layout import KINDS
+from dali_pipes.backends import create_loader
+from dali_pipes.backends.dali import DaliLoader
+from dali_pipes.backends.dali_cached import DaliCachedLoader
+from dali_pipes.config import compose_config, loader_spec, to_spec
+from dali_pipes.selfcheck.bounds import figures, pipeline_bound
+from dali_pipes.selfcheck.graphs import presets
+from dali_pipes.spec import AugmentSpec, LoaderSpec
+
+RAW = [
+    "augment.mean=[0,0,0]",
+    "augment.std=[0.00392156862745098,0.00392156862745098,0.00392156862745098]",
+]
+EQUALIZE = KINDS.index("equalize")
+#: The epoch each preset runs: one where its resolution schedule is between its ends.
+EPOCH = {"ffcv": 70}
+
+
+def equalize_as_dali(image: torch.Tensor) -> torch.Tensor:
+    """OpenCV's ``equalizeHist`` per channel of a uint8 ``[C, H, W]`` image: the lookup
+    table ``round(255 * (cdf(v) - cdf(lowest)) / (n - cdf(lowest)))`` in float32, 0 at the
+    lowest value present, a flat channel left as it is."""
+    out = torch.empty_like(image)
+    for c, channel in enumerate(image):
+        hist = torch.bincount(channel.flatten().long(), minlength=256).numpy()
+        lowest = int(np.flatnonzero(hist)[0])
+        if hist[lowest] == channel.numel():
+            out[c] = channel
+            continue
+        scale = np.float32(255) / np.float32(channel.numel() - hist[lowest])
+        cdf = (np.cumsum(hist) - hist[lowest]).astype(np.float32)
+        table = np.clip(np.rint(cdf * scale), 0, 255).astype(np.uint8)
+        table[: lowest + 1] = 0
+        out[c] = torch.from_numpy(table)[channel.long()]
+    return out
+
+
+def test_dalis_equalize_is_opencvs_rule_exactly_on_real_photos() -> None:
+    """What the twins' reference assumes: ``fn.equalize`` (on the CPU, as in the twin)
+    equals :func:`equalize_as_dali` on every value; torchvision's rule is far from it."""
+    from nvidia.dali import fn, pipeline_def
+
+    crops = []
+    for path in sorted(BUNDLED_PHOTOS.rglob("*.jpg")):
+        image = decode_jpeg(read_file(str(path)))
+        crops.append(F.center_crop(F.resize(image, [160]), [160, 160]))
+    hwc = [crop.permute(1, 2, 0).contiguous().numpy() for crop in crops]
+
+    @pipeline_def(batch_size=len(hwc), num_threads=1, device_id=None)
+    def equalize() -> Any:
+        return fn.equalize(fn.external_source(source=lambda: hwc, batch=True, layout="HWC"))
+
+    pipe = equalize()
+    pipe.build()
+    (out,) = pipe.run()
+    rule_apart = 0.0
+    for k, crop in enumerate(crops):
+        dali = torch.from_numpy(np.array(out.at(k))).permute(2, 0, 1)
+        assert torch.equal(dali, equalize_as_dali(crop)), f"photo {k}"
+        rule_apart = max(rule_apart, (dali.float() - F.equalize(crop).float()).abs().mean().item())
+    assert rule_apart > 2.0  # the rules differ: the swap in the reference is not a no-op
+
+
+def spec(root: Path, preset: str, backend: str, split: str) -> LoaderSpec:
+    overrides = [
+        "data=folder",
+        f"data.root={root}",
+        f"augment={preset}",
+        *RAW,
+        "data.batch_size=16",
+        "seed=3",
+        f"backend={backend}",
+        "backend.device=cpu",
+    ]
+    if backend == "torch":
+        overrides.append("backend.num_workers=0")  # equalize swapped in this process
+    return loader_spec(compose_config(overrides), split)
+
+
+def epoch_of(loader: Any, epoch: int) -> torch.Tensor:
+    with loader:
+        loader.set_epoch(epoch)
+        return torch.cat([images.float() for images, _ in loader])
+
+
+def cases() -> list[tuple[str, str]]:
+    """Every preset's training split, and each distinct evaluation split once (six of the
+    seven presets share ImageNet's resize 256 + centre crop 224)."""
+    seen: dict[str, str] = {}
+    for preset in presets():
+        val = to_spec(compose_config([f"augment={preset}"]).augment, AugmentSpec).pipeline(False)
+        seen.setdefault(repr(val.config()), preset)
+    return [(preset, "train") for preset in presets()] + [(p, "val") for p in seen.values()]
+
+
+@pytest.mark.parametrize(("preset", "split"), cases())
+def test_each_presets_gpu_graph_run_as_its_cpu_twin_matches_torch(
+    preset: str,
+    split: str,
+    real_photos: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    epoch = EPOCH.get(preset, 1)
+    twin_spec = spec(real_photos, preset, "dali", split)
+    twin = epoch_of(DaliLoader(twin_spec, twin=True), epoch)
+    cached = epoch_of(DaliCachedLoader(twin_spec, twin=True), epoch)
+    # data.cache=gpu's graph on decoded images is the loader's graph after the same
+    # (CPU) decode: its twin gives the very same batches.
+    assert torch.equal(cached, twin)
+    pipeline = twin_spec.augment.pipeline(split == "train")
+    equalizes = any(isinstance(op, SlotOp) and EQUALIZE in op.kinds() for op in pipeline.ops)
+    real = epoch_of(create_loader(spec(real_photos, preset, "torch", split)), epoch)
+    if equalizes:
+        monkeypatch.setattr(F, "equalize", equalize_as_dali)
+        reference = epoch_of(create_loader(spec(real_photos, preset, "torch", split)), epoch)
+    else:
+        reference = real
+    assert twin.shape == reference.shape
+    bound = pipeline_bound([op.name for op in pipeline.ops], shipped=real_photos == BUNDLED_PHOTOS)
+    assert bound is not None
+    measured = figures(twin, reference)
+    rule = f"; against torchvision's equalize: {figures(twin, real)}" if equalizes else ""
+    with capsys.disabled():
+        print(
+            f"\ntwin {preset} {split} (epoch {epoch}, {len(twin)} photos): {measured} "
+            f"(bound {bound}){rule}"
+        )
+    assert bound.admits(measured), f"{measured} exceeds {bound}"
