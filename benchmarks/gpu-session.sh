@@ -3,8 +3,9 @@
 # lent GPU machine repeats them exactly (issue 16). Run from the project root on the GPU
 # machine after ../shared/gpu/README.md's steps (DALI unpacked in /tmp/site):
 #   LOGS=<dir> PHOTOS=<photos dir> CORNER=<corner dir> bash benchmarks/gpu-session.sh [stage...]
-# Stages: setup tests bench sweep doctor doctor-variants bench-shards bench-augment; without
-# names: setup tests bench sweep doctor. Logs and JSON go to $LOGS (default outputs/gpu).
+# Stages: setup selfcheck tests bench sweep doctor doctor-variants bench-shards bench-augment;
+# without names: setup selfcheck tests bench sweep doctor. Logs and JSON go to $LOGS (default
+# outputs/gpu).
 #
 # The device machine gets the working tree only (not ../shared) and returns at most 8 files
 # from its $OUT, so a session (30 minutes of device time) goes, from the project root here:
@@ -14,7 +15,8 @@
 #   carry [.gpu/part-0N], command `ls .gpu`                     one call per part
 #   carry [.gpu/install.sh, .gpu/SHA256SUMS, .gpu/data], command
 #     bash .gpu/install.sh && export COMMIT=<git rev-parse --short HEAD here> LOGS=/tmp/gpu &&
-#     bash benchmarks/gpu-session.sh setup tests; tar -czf $OUT/a.tgz -C /tmp/gpu .   (~6 min)
+#     bash benchmarks/gpu-session.sh setup selfcheck tests; tar -czf $OUT/a.tgz -C /tmp/gpu .
+#     (~7 min)
 #   the same exports, then `bash benchmarks/gpu-session.sh bench sweep` and `... doctor`
 #     (~6 and ~5 min), each ending with tar into $OUT
 # and commit what came back under benchmarks/gpu-h100/ (or gpu-h200/) with that commit.
@@ -29,7 +31,7 @@ DATA=${DATA:-/tmp/imagenet-like}
 BATCH=${BATCH:-256}
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 mkdir -p "$LOGS"
-stages=${*:-setup tests bench sweep doctor}
+stages=${*:-setup selfcheck tests bench sweep doctor}
 # ImageNet's layout and batch size (conf/data/imagenet.yaml), 5 repeats of >= 8192 images
 # (TIMING="bench.min_images=64 bench.warmup_images=16 bench.repeats=1" for a dry run)
 data=(data=imagenet "data.root=$DATA" "data.batch_size=$BATCH")
@@ -50,6 +52,10 @@ for stage in $stages; do
       python3 benchmarks/imagenet_like.py "$PHOTOS" "$DATA" --copies "$COPIES" \
         --stats "$LOGS/imagenet-like-stats.json" | tee -a "$LOGS/gpu.txt"
       ;;
+    selfcheck)
+      # what a user runs first on their GPU: its report (Markdown + JSON) is the record
+      python3 -m dali_pipes.selfcheck --out "$LOGS/selfcheck" 2>&1 | tee "$LOGS/selfcheck.log" \
+        | grep -E "^(FAIL|selfcheck)" ;;
     tests)
       # every gpu-marked test: contract (torch-gpu goes through the side-stream prefetcher),
       # parity, recipe via torchrun, caches,
@@ -91,6 +97,6 @@ for stage in $stages; do
           "bench.candidates=[baseline,torch,dali-cpu,dali-gpu]" \
           "bench.out=$LOGS/bench-augment-$preset.json" 2>&1 | grep "^| [bdt]" | sed "s/^/$preset /"
       done ;;
-    *) echo "unknown stage $stage (setup tests bench sweep doctor doctor-variants bench-shards bench-augment)"; exit 2 ;;
+    *) echo "unknown stage $stage (setup selfcheck tests bench sweep doctor doctor-variants bench-shards bench-augment)"; exit 2 ;;
   esac
 done

@@ -284,10 +284,13 @@ def environment() -> dict[str, Any]:
 
 
 def _commit() -> str | None:
-    """The checkout's commit (with ``+dirty`` for uncommitted changes), if it is one."""
+    """The checkout's commit (with ``+dirty`` for uncommitted changes), if it is one (an
+    installed package's folder may sit inside some other repository: not ours to name)."""
     import subprocess
 
     root = str(Path(__file__).resolve().parent.parent)
+    if not (Path(root) / "pyproject.toml").is_file():
+        return None
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)

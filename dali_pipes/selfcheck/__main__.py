@@ -1,0 +1,5 @@
+"""``python -m dali_pipes.selfcheck [--quick] [--out DIR]``."""
+
+from dali_pipes.selfcheck.run import main
+
+main()
