@@ -116,8 +116,8 @@ def test_selfcheck_from_the_wheel_in_a_fresh_venv_passes_and_says_the_gpu_half_d
     assert Path(found).is_relative_to(venv), found  # the wheel's copy, not the checkout
     out = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DALI_PIPES_PHOTOS")}
-    run = subprocess.run(
-        [str(python), "-m", "dali_pipes.selfcheck", "--out", str(out)],
+    run = subprocess.run(  # --quick: the same checks on fewer presets and graphs
+        [str(python), "-m", "dali_pipes.selfcheck", "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=where,
@@ -131,9 +131,9 @@ def test_selfcheck_from_the_wheel_in_a_fresh_venv_passes_and_says_the_gpu_half_d
         line for line in run.stdout.splitlines() if line.startswith(("ok ", "FAIL", "not run"))
     ]
     assert lines and not any(line.startswith("FAIL") for line in lines), run.stdout
-    assert sum(line.startswith("ok ") for line in lines) >= 15
+    assert sum(line.startswith("ok ") for line in lines) >= 10
     report = json.loads((out / "selfcheck.json").read_text())
-    assert report["passed"] and not report["gpu_half_ran"]
+    assert report["passed"] and not report["gpu_half_ran"] and report["quick"]
     assert report["environment"]["versions"]["dali-pipes"]
     statuses = {check["name"]: check["status"] for check in report["checks"]}
     assert statuses["GPU graphs defined and traced"] == "ok"

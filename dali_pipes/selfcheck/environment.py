@@ -66,10 +66,11 @@ def describe() -> dict[str, Any]:
 
     with nvml.session() as lib:
         driver = nvml.driver_version(lib)
+    shared = bench_environment()  # what bench records too: the commit, the processor
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m dali_pipes.selfcheck", *sys.argv[1:]]),
-        "commit": bench_environment()["commit"],  # a checkout's; None for an installed wheel
+        "commit": shared["commit"],  # a checkout's; None for an installed wheel
         "versions": versions(),
         "cuda": {
             "torch_runtime": torch.version.cuda,
@@ -80,20 +81,10 @@ def describe() -> dict[str, Any]:
         "cpu": {
             "cores": os.cpu_count(),
             "this_process": len(os.sched_getaffinity(0)),
-            "model": _cpu_model(),
+            "model": shared["machine"]["processor"],
         },
         "platform": platform.platform(),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def hardware_decoder(folder: Path, load: float, seconds: float = 2.0) -> str:
