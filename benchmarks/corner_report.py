@@ -14,8 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.manifest import read_manifest
-from dali_pipes.scan import run_scan
+from dali_pipes.data.manifest import read_manifest
+from dali_pipes.tools.scan import run_scan
 
 
 def main(corner: Path) -> None:

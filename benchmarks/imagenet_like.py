@@ -52,8 +52,8 @@ from typing import Any
 
 from PIL import Image, JpegImagePlugin
 
+from dali_pipes.data.sources import discover_folder
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.sources import discover_folder
 
 LONGER = 500  # ImageNet's photos were mostly fetched at 500 px on the longer side
 SHORTER = 333  # ... and their shorter side at 333-500 px (500 x 333 is 3:2)

@@ -104,7 +104,7 @@ def _patch(sections: Sections, owner: Any, attrs: tuple[str, ...], name: str) ->
 def _patch_resize(sections: Sections) -> str | None:
     """The CPU graph's resize (a ``python_function`` DALI calls on its executor thread)."""
     try:
-        from dali_pipes.resample import WindowResize
+        from dali_pipes.image.resample import WindowResize
     except ImportError:  # before e7909da: DALI's own fn.resize, inside "wait for outputs"
         return None
     return _patch(sections, WindowResize, ("__call__",), "DALI thread: resize kernel")
@@ -114,8 +114,8 @@ def instrument(sections: Sections) -> dict[str, str | None]:
     """Wrap the DALI loader's feed, pipeline calls and hand-over (class-level patches);
     returns section -> what was patched."""
     from dali_pipes.augment.pipeline import Pipeline
-    from dali_pipes.backends import dali
-    from dali_pipes.sources import ImageSource
+    from dali_pipes.backends.dali import loader as dali
+    from dali_pipes.data.sources import ImageSource
 
     feed = getattr(dali, "Feed", None) or dali._Feed  # public since 41d6a2d
     patched = {

@@ -24,19 +24,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.config import augment_preset, loader_spec
-from dali_pipes.distributed import placement
+from dali_pipes.augment.spec import AugmentSpec, SplitAugment
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.config.compose import augment_preset
+from dali_pipes.config.specs import loader_spec
+from dali_pipes.data.sources import discover_folder
+from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.sources import discover_folder
-from dali_pipes.spec import (
-    AugmentSpec,
-    DaliBackend,
-    DataSpec,
-    LoaderSpec,
-    SamplingSpec,
-    SplitAugment,
-)
+from dali_pipes.runtime.distributed import placement
 
 
 class DALIIterator(DaliLoader):
@@ -45,7 +41,7 @@ class DALIIterator(DaliLoader):
     ``root`` holds ``<class>/<image>`` folders. ``augment`` is a preset name
     (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``), a list of training ops
     after the crop (``[{"op": "hflip"}, {"op": "randaugment", "magnitude": 9}]`` or op
-    objects), or an :class:`~dali_pipes.spec.AugmentSpec`; None is the ImageNet recipe.
+    objects), or an :class:`~dali_pipes.augment.spec.AugmentSpec`; None is the ImageNet recipe.
     ``train=True`` applies the training split of it and shuffles; ``train=False`` the
     evaluation split (resize the shorter side to ``resize_size``, centre-crop
     ``image_size``), in order. ``image_size``, ``resize_size``, ``scale``, ``ratio`` and

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import colour_id
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.distributed import placement
+from dali_pipes.runtime.distributed import placement
 
 root, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 cfg = compose_config(

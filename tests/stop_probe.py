@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch.distributed as tdist
 
-from dali_pipes.preemption import StopRequest
+from dali_pipes.runtime.preemption import StopRequest
 
 out = Path(sys.argv[1])
 tdist.init_process_group("gloo")

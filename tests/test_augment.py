@@ -16,17 +16,17 @@ from conftest import BUNDLED_PHOTOS
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import Pipeline
-from dali_pipes.config import loader_spec
-from dali_pipes.decode import decode
-from dali_pipes.draws import uniforms
+from dali_pipes.augment.geometry import random_resized_crop
+from dali_pipes.augment.geometry_torch import apply_geometry
+from dali_pipes.augment.keyed import uniforms
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends.handover import Normalizer
+from dali_pipes.config.specs import loader_spec
+from dali_pipes.data.sources import discover_folder
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.geometry import random_resized_crop
+from dali_pipes.image.decode import decode
+from dali_pipes.image.resample import WindowResize
 from dali_pipes.iterator import augment_spec
-from dali_pipes.normalize import Normalizer
-from dali_pipes.resample import WindowResize
-from dali_pipes.sources import discover_folder
-from dali_pipes.spec import AugmentSpec
-from dali_pipes.transforms import apply_geometry
 
 PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes
 PLUGINS = Path(__file__).parent / "plugins"
@@ -271,7 +271,7 @@ def _previous_dali_recipe(
         )
 
     def decode_blob(blob: np.ndarray | DataError) -> torch.Tensor:
-        from dali_pipes.decode import decode_bytes
+        from dali_pipes.image.decode import decode_bytes
 
         return decode_bytes(blob, "photo")
 
@@ -291,7 +291,7 @@ def _previous_dali_recipe(
             adjust_orientation=False,
         )
         # The resize is the CPU graph's since e7909da: DALI's filter compiled
-        # (dali_pipes.resample, held to DALI's fn.resize by tests/test_resample.py);
+        # (dali_pipes.image.resample, held to DALI's fn.resize by tests/test_resample.py);
         # what this test pins is the redesign's geometry, draws, flip and normalisation.
         images = fn.python_function(
             images,

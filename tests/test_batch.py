@@ -14,9 +14,9 @@ from conftest import BUNDLED_PHOTOS
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import BatchStage
-from dali_pipes.augment.erasing import RandomErasing
-from dali_pipes.augment.mixup import Mixup
-from dali_pipes.config import augment_preset
+from dali_pipes.augment.ops.erasing import RandomErasing
+from dali_pipes.augment.ops.mixup import Mixup
+from dali_pipes.config.compose import augment_preset
 from dali_pipes.errors import ConfigError
 
 PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes

@@ -13,7 +13,7 @@ from test_contract import SIZE, N, ids
 from test_shards import pack
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.backends import decoded
+from dali_pipes.backends.cache import store as decoded
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.selfcheck.bounds import CACHE_GPU_VS_RAM
 
@@ -152,8 +152,8 @@ def test_the_ram_cache_hands_a_gpu_model_the_same_batches_it_gives_a_cpu_model(
 
 def dali_cached(root: Path, *extra: str, split: str = "train") -> Any:
     """The loader ``data.cache=gpu`` builds, on the CPU: the same DALI graph, run there."""
-    from dali_pipes.backends.dali_cached import DaliCachedLoader
-    from dali_pipes.config import loader_spec
+    from dali_pipes.backends.cache.gpu import DaliCachedLoader
+    from dali_pipes.config.specs import loader_spec
 
     overrides = ["data=folder", f"data.root={root}", "data.batch_size=4", "seed=2", *extra]
     return DaliCachedLoader(loader_spec(compose_config(overrides), split))

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent(
     """
     import gc, sys, threading
     from dali_pipes import DALIIterator
-    from dali_pipes.resample import WindowResize
+    from dali_pipes.image.resample import WindowResize
 
     garbage = threading.Event()
     returned = threading.Event()

@@ -12,9 +12,12 @@ import pytest
 from conftest import identity_colour, write_jpeg
 
 from dali_pipes import DALIIterator, compose_config
-from dali_pipes.config import config_dir, loader_spec, to_spec
-from dali_pipes.sources import ImageSource
-from dali_pipes.spec import AugmentSpec, BackendSpec, DataSpec
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends.specs import BackendSpec
+from dali_pipes.config.compose import config_dir
+from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.specs import DataSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,7 +113,7 @@ def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = (
-        "import dali_pipes.config as c; d = c.config_dir(); "
+        "import dali_pipes.config.compose as c; d = c.config_dir(); "
         f"assert str(d).startswith({str(site)!r}), d; "
         "cfg = c.compose_config(['data=imagenet', 'data.root=/x']); print(cfg.data.train_dir)"
     )

@@ -21,10 +21,10 @@ from test_contract import SIZE, N, ids
 from test_shards import pack
 
 from dali_pipes import build_loader, compose_config
+from dali_pipes.data.sampling import RankSampler, StreamSampler
+from dali_pipes.data.shards import ShardLayout
+from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.sampling import RankSampler, StreamSampler
-from dali_pipes.shards import ShardLayout
-from dali_pipes.spec import SamplingSpec
 
 BACKENDS = ["torch", "dali-cpu"]
 EPOCH, SEED = 3, 5

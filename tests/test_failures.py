@@ -20,10 +20,10 @@ from test_errors import folder_cfg, one_line, small_tree
 from torchvision.io import encode_jpeg
 
 from dali_pipes import DataError, DeviceError, build_loader, compose_config
-from dali_pipes.backends import dali as dali_backend
-from dali_pipes.backends.dali import DaliLoader, _Probe, _reason, failure_kind
-from dali_pipes.config import loader_spec
-from dali_pipes.pack import run_pack
+from dali_pipes.backends.dali import loader as dali_backend
+from dali_pipes.backends.dali.loader import DaliLoader, _Probe, _reason, failure_kind
+from dali_pipes.config.specs import loader_spec
+from dali_pipes.tools.pack import run_pack
 
 ROOT = Path(__file__).resolve().parents[1]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -48,7 +48,7 @@ def dali_error(message: str, device: str = "MIXED", op: str = "decoders.image_sl
         "Critical error in pipeline:\n"
         f"Error in {device} operator `nvidia.dali.fn.{op}`,\n"
         "which was used in the pipeline definition with the following traceback:\n\n"
-        '  File "/work/main/dali_pipes/backends/dali.py", line 448, in _decode\n'
+        '  File "/work/main/dali_pipes/backends/dali/loader.py", line 448, in _decode\n'
         f"    return fn.{op}(\n\n"
         "encountered:\n\n"
         f"{message}\n"

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchvision.transforms import RandomResizedCrop
 
-from dali_pipes.augment.crop import ResizeCenterCrop
-from dali_pipes.draws import uniforms
-from dali_pipes.geometry import random_resized_crop, resize_shorter
+from dali_pipes.augment.geometry import random_resized_crop, resize_shorter
+from dali_pipes.augment.keyed import uniforms
+from dali_pipes.augment.ops.crop import ResizeCenterCrop
 
 sizes_strategy = st.tuples(st.integers(1, 3000), st.integers(1, 3000))
 

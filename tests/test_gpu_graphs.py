@@ -3,7 +3,7 @@
 DALI validates a graph while it is defined and traced, which needs no CUDA; only building
 it does. Each graph of :func:`dali_pipes.selfcheck.graphs.gpu_graphs` is defined for GPU 0,
 traced, and its operators held against DALI's registry and the devices the loader
-promises (:mod:`dali_pipes.backends.dali_trace`). The mistakes that used to surface only on
+promises (:mod:`dali_pipes.backends.dali.trace`). The mistakes that used to surface only on
 a GPU are injected one by one, each on a path only the GPU graph takes, and each is caught.
 """
 
@@ -17,10 +17,11 @@ import pytest
 from conftest import BUNDLED_PHOTOS
 from test_shards import pack
 
-from dali_pipes.augment import auto, dali_ops
+from dali_pipes.augment import dali_ops
+from dali_pipes.augment.auto import slots as auto
 from dali_pipes.augment.base import op_names
-from dali_pipes.backends.dali_graph import DaliGraph, GraphDevices
-from dali_pipes.backends.dali_trace import GraphCheck, TracedGraph, TracedOp, problems
+from dali_pipes.backends.dali.graph import DaliGraph, GraphDevices
+from dali_pipes.backends.dali.trace import GraphCheck, TracedGraph, TracedOp, problems
 from dali_pipes.selfcheck.graphs import GraphCase, gpu_graphs, presets
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -134,7 +135,7 @@ def test_a_gpu_node_given_as_a_named_argument_is_caught(monkeypatch: pytest.Monk
 
 def test_the_slot_kernel_placed_in_the_gpu_graph_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """The numba kernel of the CPU's slots, given the GPU graph's images."""
-    from dali_pipes.augment import slot_kernel
+    from dali_pipes.augment.auto import kernel as slot_kernel
 
     def kernel_everywhere(images: Any, p: Any, prefix: str, *args: Any) -> Any:
         return slot_kernel.apply(images, p[f"{prefix}packed"])

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from dali_pipes.augment.spec import AugmentSpec, SplitAugment
 from dali_pipes.backends import create_loader
-from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.backends.dali_graph import EncodedFiles, GraphDevices
-from dali_pipes.backends.dali_trace import trace
-from dali_pipes.sources import discover_folder
-from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, SplitAugment
+from dali_pipes.backends.dali.graph import EncodedFiles, GraphDevices
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.backends.dali.trace import trace
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.data.sources import discover_folder
+from dali_pipes.data.specs import SamplingSpec
 
 
 def spec(root: Path, ops: dict[str, dict[str, object]]) -> LoaderSpec:

@@ -13,8 +13,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from dali_pipes.config import config_dir, to_spec
-from dali_pipes.spec import DataSpec, FolderData
+from dali_pipes.config.compose import config_dir
+from dali_pipes.config.specs import to_spec
+from dali_pipes.data.specs import DataSpec, FolderData
 
 # A user's own primary config: it owns no data group, it finds ours on the search path.
 APP_CONFIG = """\
@@ -37,8 +38,8 @@ import hydra
 from omegaconf import OmegaConf
 
 import dali_pipes  # registers our config schemas
-from dali_pipes.config import to_spec
-from dali_pipes.spec import DataSpec
+from dali_pipes.config.specs import to_spec
+from dali_pipes.data.specs import DataSpec
 
 
 @hydra.main(config_path=".", config_name="app", version_base="1.3")

@@ -11,7 +11,7 @@ from PIL import Image
 from torchvision.io import decode_image, encode_png
 
 from dali_pipes.errors import DataError
-from dali_pipes.imageinfo import image_size
+from dali_pipes.image.headers import image_size
 
 
 def test_jpeg_header_size_equals_decoded_size_on_every_photo(photos: Path) -> None:

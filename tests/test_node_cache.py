@@ -149,7 +149,7 @@ def run_ranks(
 
 
 def decoded_bytes(root: Path) -> int:
-    from dali_pipes.imageinfo import image_size
+    from dali_pipes.image.headers import image_size
 
     sizes = [image_size(np.fromfile(p, dtype=np.uint8)) for p in root.rglob("img_*.jpg")]
     return sum(3 * h * w for h, w in sizes)
@@ -245,7 +245,7 @@ def test_a_local_rank_that_never_comes_is_a_one_line_error_after_the_timeout(
     identity_tree: Path, shm: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dali_pipes import build_loader, compose_config
-    from dali_pipes.shared_store import PeerFailed
+    from dali_pipes.backends.cache.shared import PeerFailed
 
     _local_rank_0_alone(monkeypatch, shm, "1")
     cfg = compose_config([*OVERRIDES, f"data.root={identity_tree}", "data.cache=ram"])
@@ -260,7 +260,7 @@ def test_files_of_a_crashed_run_are_removed_by_the_next_run(
     identity_tree: Path, shm: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dali_pipes import build_loader, compose_config
-    from dali_pipes.shared_store import PeerFailed
+    from dali_pipes.backends.cache.shared import PeerFailed
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid now names no process
@@ -304,9 +304,9 @@ def _rank_main(mode: str, root: str, out: str, *extra: str) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     import logging
 
-    import dali_pipes.backends.cached  # noqa: F401 - its imports' memory is not the cache's
+    import dali_pipes.backends.cache.ram  # noqa: F401 - its imports' memory is not the cache's
     from dali_pipes import build_loader, compose_config
-    from dali_pipes.backends import decoded
+    from dali_pipes.backends.cache import store as decoded
     from dali_pipes.errors import DaliPipesError
 
     logging.basicConfig(level=logging.INFO)

@@ -22,8 +22,12 @@ import pytest
 import torch
 from conftest import BUNDLED_PHOTOS, gpu
 
-from dali_pipes.augment.randaugment import OPERATIONS
+from dali_pipes.augment.ops.randaugment import OPERATIONS
+from dali_pipes.augment.spec import AugmentSpec, SplitAugment
 from dali_pipes.backends import create_loader
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec, TorchBackend
+from dali_pipes.data.sources import discover_folder
+from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.selfcheck.bounds import (
     COLOR_JITTER,
     EXACT,
@@ -33,15 +37,6 @@ from dali_pipes.selfcheck.bounds import (
     POLICY,
     Bound,
     figures,
-)
-from dali_pipes.sources import discover_folder
-from dali_pipes.spec import (
-    AugmentSpec,
-    DaliBackend,
-    LoaderSpec,
-    SamplingSpec,
-    SplitAugment,
-    TorchBackend,
 )
 
 RANDAUGMENT = {"hflip": {}, "randaugment": {"num_ops": 2, "magnitude": 9, "mstd": 0.5}}

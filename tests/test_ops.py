@@ -15,15 +15,16 @@ from conftest import BUNDLED_PHOTOS
 from torchvision.io import ImageReadMode, decode_jpeg, read_file
 from torchvision.transforms import v2
 
-from dali_pipes.augment import Context, auto
-from dali_pipes.augment.autoaugment import AutoAugment
-from dali_pipes.augment.color_jitter import ColorJitter
-from dali_pipes.augment.flip import HorizontalFlip
-from dali_pipes.augment.gaussian_blur import GaussianBlur
-from dali_pipes.augment.grayscale import Grayscale
-from dali_pipes.augment.randaugment import RandAugment
-from dali_pipes.augment.trivialaugment import TrivialAugment
-from dali_pipes.draws import uniforms
+from dali_pipes.augment import Context
+from dali_pipes.augment.auto import slots as auto
+from dali_pipes.augment.keyed import uniforms
+from dali_pipes.augment.ops.autoaugment import AutoAugment
+from dali_pipes.augment.ops.color_jitter import ColorJitter
+from dali_pipes.augment.ops.flip import HorizontalFlip
+from dali_pipes.augment.ops.gaussian_blur import GaussianBlur
+from dali_pipes.augment.ops.grayscale import Grayscale
+from dali_pipes.augment.ops.randaugment import RandAugment
+from dali_pipes.augment.ops.trivialaugment import TrivialAugment
 
 PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes
 SIZE = (96, 120)  # height, width: not square, so width and height cannot be swapped

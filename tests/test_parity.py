@@ -1,7 +1,7 @@
 """DALI vs the torch backend on real photos: same geometry, only resampling may differ.
 
 Both backends take their crop windows, resize sizes and flips from
-``dali_pipes.geometry`` for the same (seed, epoch, sample), so the training comparison is
+``dali_pipes.augment.geometry`` for the same (seed, epoch, sample), so the training comparison is
 with the random parameters fixed and fed to both. Outputs are compared on the 0-255 scale
 (mean 0, std 1/255). The bounds are the issue's; the measured figures are printed. The
 photos are ``../shared/data/photos`` where it exists, else the 13 shipped in
@@ -19,12 +19,14 @@ import pytest
 import torch
 from conftest import BUNDLED_PHOTOS, gpu
 
-from dali_pipes.augment.flip import HorizontalFlip
+from dali_pipes.augment.geometry import Geometry
+from dali_pipes.augment.ops.flip import HorizontalFlip
+from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import create_loader
-from dali_pipes.geometry import Geometry
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec, TorchBackend
+from dali_pipes.data.sources import discover_folder
+from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.selfcheck.bounds import DALI_CPU_VS_TORCH, DALI_GPU_VS_CPU
-from dali_pipes.sources import discover_folder
-from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SamplingSpec, TorchBackend
 
 # Bounds, with their reasons: dali_pipes.selfcheck.bounds. DALI on the CPU vs the torch
 # backend: mean |diff| and the largest difference, grey levels; the GPU vs the CPU by

@@ -17,12 +17,13 @@ import torch
 from conftest import gpu
 
 from dali_pipes import compose_config
-from dali_pipes.bench import run_bench
-from dali_pipes.config import loader_spec
+from dali_pipes.augment.spec import AugmentSpec, SplitAugment
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.config.specs import loader_spec
+from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.peer import READER, PeerLoader, peer_pipeline
-from dali_pipes.sources import ImageSource
-from dali_pipes.spec import AugmentSpec, DaliBackend, LoaderSpec, SplitAugment
+from dali_pipes.tools.bench import run_bench
+from dali_pipes.tools.dali_example import READER, PeerLoader, peer_pipeline
 
 SIZE = 32
 BATCH = 8

@@ -20,17 +20,20 @@ import torch
 from conftest import gpu
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes import device as device_mod
+from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import torch as torch_backend
+from dali_pipes.backends.base import loader_devices
+from dali_pipes.backends.handover import Normalizer, normalized, prefetched
+from dali_pipes.backends.specs import DaliBackend, TorchBackend
 from dali_pipes.backends.synthetic import SyntheticLoader
-from dali_pipes.config import devices_of, loader_spec, model_device, to_spec
-from dali_pipes.device import Devices, loader_devices, local_gpu, resolve_device, resolve_devices
-from dali_pipes.distributed import Placement, cpu_share, placement, slurm_tasks_on_node
-from dali_pipes.doctor import Candidate, _pick, candidates, placement_table
+from dali_pipes.config.loaders import devices_of, model_device
+from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError, DeviceError
-from dali_pipes.normalize import Normalizer, normalized, prefetched
-from dali_pipes.recipe import TrainerSpec
-from dali_pipes.spec import AugmentSpec, DaliBackend, TorchBackend
+from dali_pipes.runtime import devices as device_mod
+from dali_pipes.runtime.devices import Devices, local_gpu, resolve_device, resolve_devices
+from dali_pipes.runtime.distributed import Placement, cpu_share, placement, slurm_tasks_on_node
+from dali_pipes.tools.doctor import Candidate, _pick, candidates, placement_table
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -162,10 +165,10 @@ def test_the_choice_is_logged_once_per_process(
 ) -> None:
     cuda(monkeypatch, 1)
     monkeypatch.setattr(device_mod, "_logged", set())
-    with caplog.at_level("INFO", logger="dali_pipes.device"):
+    with caplog.at_level("INFO", logger="dali_pipes.runtime.devices"):
         for _ in range(3):
             resolve_devices("cpu", "cuda", "dali")
-    lines = [r.getMessage() for r in caplog.records if r.name == "dali_pipes.device"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "dali_pipes.runtime.devices"]
     assert lines == [
         "placement: backend=dali device=cpu makes batches on cpu, the model trains on cuda:0 "
         "(trainer.device=cuda)"
@@ -634,7 +637,7 @@ def test_training_with_dali_on_the_cpu_puts_the_model_on_the_gpu(
 PROBE = """
 import json, sys
 from dali_pipes import build_loader, compose_config
-from dali_pipes.config import model_device
+from dali_pipes.config.loaders import model_device
 cfg = compose_config(sys.argv[1:])
 with build_loader(cfg, "train") as loader:
     images, labels = next(iter(loader))
@@ -677,7 +680,7 @@ def test_a_process_given_one_gpu_uses_it_as_local_rank_one(
 def test_srun_tasks_without_a_rendezvous_address_fail_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dali_pipes import distributed
+    from dali_pipes.runtime import distributed
 
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(key, raising=False)
@@ -690,7 +693,7 @@ def test_srun_tasks_without_a_rendezvous_address_fail_in_one_line(
 def test_srun_tasks_join_the_group_with_slurms_rank_and_world_size(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dali_pipes import distributed
+    from dali_pipes.runtime import distributed
 
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from dali_pipes import checkpoint
-from dali_pipes.checkpoint import latest
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.preemption import Preempted, StopRequest
+from dali_pipes.runtime.preemption import Preempted, StopRequest
+from dali_pipes.train import checkpoints as checkpoint
+from dali_pipes.train.checkpoints import latest
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]

@@ -14,22 +14,18 @@ from torch import nn
 
 from dali_pipes import compose_config
 from dali_pipes.backends.base import Loader
-from dali_pipes.config import to_spec
+from dali_pipes.config.specs import to_spec
+from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.loop import EpochStats, StepConfig, train_one_epoch
-from dali_pipes.optim import LARS
-from dali_pipes.recipe import (
-    TargetLoss,
-    TrainerSpec,
-    make_optimizer,
-    make_scheduler,
-    soft_target_cross_entropy,
-    warmup_cosine,
-)
+from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
+from dali_pipes.train.losses import TargetLoss, soft_target_cross_entropy
+from dali_pipes.train.optimizers import LARS, make_optimizer
+from dali_pipes.train.recipe import trainer_spec
+from dali_pipes.train.schedules import make_scheduler, warmup_cosine
 
 
 def trainer(*overrides: str) -> TrainerSpec:
-    return to_spec(compose_config(["data=synthetic", *overrides]).trainer, TrainerSpec)
+    return trainer_spec(compose_config(["data=synthetic", *overrides]).trainer)
 
 
 def net() -> nn.Module:
@@ -85,7 +81,7 @@ def test_adamw_and_lars_are_built_from_the_optimizer_node() -> None:
     lars = make_optimizer(
         net(),
         trainer(
-            "trainer.optimizer._target_=dali_pipes.optim.LARS",
+            "trainer.optimizer._target_=dali_pipes.train.optimizers.LARS",
             "+trainer.optimizer.eta=0.002",
             "trainer.momentum=0.8",
         ),
@@ -109,10 +105,13 @@ def test_adamw_and_lars_are_built_from_the_optimizer_node() -> None:
             ["trainer.optimizer._target_=torch.optim.AdamW", "+trainer.optimizer.betas=[2,0.9]"],
             "trainer.optimizer=",
         ),
-        (["trainer.schedule._target_=dali_pipes.recipe.nope"], "trainer.schedule._target_="),
+        (
+            ["trainer.schedule._target_=dali_pipes.train.schedules.nope"],
+            "trainer.schedule._target_=",
+        ),
         (
             [
-                "trainer.schedule._target_=dali_pipes.recipe.warmup_step",
+                "trainer.schedule._target_=dali_pipes.train.schedules.warmup_step",
                 "+trainer.schedule.milestones=[60,30]",
             ],
             "trainer.schedule.milestones=",
@@ -168,7 +167,7 @@ def test_lars_scales_each_step_by_the_trust_ratio_and_skips_groups_without_decay
 def test_step_and_linear_schedules_at_chosen_steps() -> None:
     """10 steps an epoch, warm-up 0.2 epochs (2 steps), 5 epochs (50 steps)."""
     step = trainer(
-        "trainer.schedule._target_=dali_pipes.recipe.warmup_step",
+        "trainer.schedule._target_=dali_pipes.train.schedules.warmup_step",
         "+trainer.schedule.milestones=[1,3]",
         "+trainer.schedule.gamma=0.5",
         "trainer.warmup_epochs=0.2",
@@ -181,7 +180,8 @@ def test_step_and_linear_schedules_at_chosen_steps() -> None:
     assert got[30] == got[49] == pytest.approx(0.25)
 
     linear = trainer(
-        "trainer.schedule._target_=dali_pipes.recipe.warmup_linear", "trainer.warmup_epochs=0.2"
+        "trainer.schedule._target_=dali_pipes.train.schedules.warmup_linear",
+        "trainer.warmup_epochs=0.2",
     )
     opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
     got = lrs(make_scheduler(opt, linear, 10, 50), opt, 50)

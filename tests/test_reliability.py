@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dali_pipes import ConfigError, DataError, build_loader, compose_config
-from dali_pipes.checkpoint import checkpoint_path, latest, save_atomic
-from dali_pipes.config import loader_spec, to_spec
+from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.config.trainer import TrainerSpec
+from dali_pipes.data.manifest import read_manifest
+from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.imageinfo import image_size
-from dali_pipes.manifest import read_manifest
-from dali_pipes.measure import gpu_used_bytes, host_memory_bytes
-from dali_pipes.recipe import TrainerSpec
-from dali_pipes.scan import run_scan
-from dali_pipes.sources import ImageSource
+from dali_pipes.image.headers import image_size
+from dali_pipes.tools.measurement import gpu_used_bytes, host_memory_bytes
+from dali_pipes.tools.scan import run_scan
+from dali_pipes.train.checkpoints import checkpoint_path, latest, save_atomic
 
 N = sum(IDENTITY_CLASSES.values())
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -480,7 +480,7 @@ def test_a_missing_manifest_is_a_one_line_error(tmp_path: Path, identity_tree: P
 def test_training_with_skip_counts_bad_files_in_the_epoch_summary(
     mixed_tree: Path, tmp_path: Path
 ) -> None:
-    from dali_pipes.train import train
+    from dali_pipes.train.run import train
 
     cfg = compose_config(
         [

@@ -1,7 +1,7 @@
 """The compiled CPU resize computes DALI's ``fn.resize`` (antialiased linear, ROI, clamped
 edges) to within one grey level.
 
-The DALI CPU loader resizes its crop windows with :mod:`dali_pipes.resample` instead of
+The DALI CPU loader resizes its crop windows with :mod:`dali_pipes.image.resample` instead of
 DALI's CPU ``fn.resize`` (three times faster); the GPU keeps DALI's. Here the kernel meets
 DALI's CPU operator directly, on the committed real photos and on generated images chosen
 for their edges: fractional ROIs, shrinking and enlarging, one-pixel-high windows, extreme
@@ -19,7 +19,7 @@ import pytest
 from conftest import BUNDLED_PHOTOS
 from PIL import Image
 
-from dali_pipes.resample import WindowResize
+from dali_pipes.image.resample import WindowResize
 
 Case = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # image, start, end, size
 

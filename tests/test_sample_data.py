@@ -8,7 +8,7 @@ from pathlib import Path
 
 from torchvision.datasets import ImageFolder
 
-from dali_pipes.sample_data import CLASSES, ensure_sample_dataset
+from dali_pipes.data.sample_set import CLASSES, ensure_sample_dataset
 
 
 def digest(root: Path) -> str:

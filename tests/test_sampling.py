@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from torch.utils.data import DistributedSampler
 
-from dali_pipes.sampling import RankSampler
-from dali_pipes.spec import SamplingSpec
+from dali_pipes.data.sampling import RankSampler
+from dali_pipes.data.specs import SamplingSpec
 
 
 @pytest.mark.parametrize("n", [1, 5, 17, 64])

@@ -11,9 +11,9 @@ import pytest
 from conftest import BUNDLED_PHOTOS, gpu
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.augment.crop import RandomResizedCrop
-from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.config import augment_preset
+from dali_pipes.augment.ops.crop import RandomResizedCrop
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.config.compose import augment_preset
 from dali_pipes.errors import ConfigError
 
 PHOTOS = BUNDLED_PHOTOS  # the 13 real photos shipped in the package, 3 classes

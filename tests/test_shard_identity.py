@@ -18,8 +18,8 @@ import torch
 from conftest import BUNDLED_PHOTOS
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.pack import run_pack
-from dali_pipes.shards import open_split
+from dali_pipes.data.shards import open_split
+from dali_pipes.tools.pack import run_pack
 
 KINDS = ["torch", "dali-cpu", "cache-ram"]
 SIZE = 48

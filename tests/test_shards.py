@@ -17,11 +17,11 @@ from conftest import IDENTITY_CLASSES
 from test_contract import SIZE, N, ids
 
 from dali_pipes import build_loader, compose_config
+from dali_pipes.data.sampling import StreamSampler
+from dali_pipes.data.shards import open_split
+from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.pack import run_pack
-from dali_pipes.sampling import StreamSampler
-from dali_pipes.shards import open_split
-from dali_pipes.spec import SamplingSpec
+from dali_pipes.tools.pack import run_pack
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ["torch", "dali-cpu"]
@@ -217,7 +217,7 @@ def test_packing_twice_gives_byte_identical_shards(identity_tree: Path, tmp_path
 def test_an_interrupted_pack_is_refused_by_readers_and_resumed_by_rerunning(
     identity_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dali_pipes import pack as pack_module
+    from dali_pipes.tools import pack as pack_module
 
     reference = tmp_path / "reference"
     pack(identity_tree, reference, "pack.shard_size_mb=0.004")

@@ -1,7 +1,7 @@
 """The compiled CPU kernel of the auto-augment slots computes torchvision's operations.
 
 DALI on the CPU runs RandAugment's, TrivialAugment's and AutoAugment's slots through
-:mod:`dali_pipes.augment.slot_kernel` (one numba kernel per slot instead of a conditional
+:mod:`dali_pipes.augment.auto.kernel` (one numba kernel per slot instead of a conditional
 graph of DALI arithmetic). Here the kernel meets torchvision directly, on the committed real
 photos, with the packed parameters the DALI feed carries: every operation is exact except
 the warps with a fractional source position, where torchvision computes its sampling grid
@@ -20,10 +20,10 @@ import torchvision.transforms.v2.functional as F
 from conftest import BUNDLED_PHOTOS
 from torchvision.io import decode_jpeg, read_file
 
-from dali_pipes.augment import auto
-from dali_pipes.augment.slot_layout import FIELDS
+from dali_pipes.augment.auto import slots as auto
+from dali_pipes.augment.auto.layout import FIELDS
 
-slot_kernel = pytest.importorskip("dali_pipes.augment.slot_kernel")
+slot_kernel = pytest.importorskip("dali_pipes.augment.auto.kernel")
 
 WARPS = ("ShearX", "ShearY", "Rotate")  # fractional source positions
 SIZE = (160, 192)

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from dali_pipes import compose_config
-from dali_pipes.bench import run_bench
-from dali_pipes.doctor import run_doctor
+from dali_pipes.tools.bench import run_bench
+from dali_pipes.tools.doctor import run_doctor
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["augment.train.crop.size=32", "data.batch_size=4"]

@@ -20,12 +20,15 @@ import torch
 from conftest import IDENTITY_CLASSES, gpu
 from torch import nn
 
-from dali_pipes import compose_config, loop
-from dali_pipes.checkpoint import latest
+from dali_pipes import compose_config
+from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.loop import StepConfig
-from dali_pipes.recipe import TrainerSpec, param_groups, warmup_cosine
-from dali_pipes.train import train
+from dali_pipes.train import loop
+from dali_pipes.train.checkpoints import latest
+from dali_pipes.train.loop import StepConfig
+from dali_pipes.train.optimizers import param_groups
+from dali_pipes.train.run import train
+from dali_pipes.train.schedules import warmup_cosine
 
 ROOT = Path(__file__).resolve().parents[1]
 # Small, quick settings shared by the subprocess runs: 24 images per class, 8 per batch.

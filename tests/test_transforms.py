@@ -6,8 +6,8 @@ import torch
 import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import Context
-from dali_pipes.augment.flip import HorizontalFlip
-from dali_pipes.transforms import apply_geometry
+from dali_pipes.augment.geometry_torch import apply_geometry
+from dali_pipes.augment.ops.flip import HorizontalFlip
 
 
 def test_interior_is_torchvisions_resized_crop_and_edges_are_close() -> None:
@@ -42,7 +42,7 @@ def test_extreme_aspect_ratio_is_resampled_without_a_huge_intermediate() -> None
         0, 256, (3, 40, 60), dtype=torch.uint8, generator=torch.Generator().manual_seed(1)
     )
     fast = apply_geometry(small, (0, 0, 60, 40), (36, 54), (2, 11), (32, 32))
-    from dali_pipes.transforms import _resample_direct
+    from dali_pipes.augment.geometry_torch import _resample_direct
 
     direct = _resample_direct(small, (36, 54), (2, 11), (32, 32))
     assert (fast.int() - direct.int()).abs().max() <= 1

@@ -3,7 +3,7 @@
 A CPU twin is the GPU's graph -- DALI's resize, the auto-augment slots as DALI
 conditionals over :mod:`dali_pipes.augment.dali_ops`, DALI's ``fn.equalize``, the decoder
 with the GPU's options -- with every operator on the CPU
-(:class:`~dali_pipes.backends.dali_graph.GraphDevices`). It runs the GPU path's logic on a
+(:class:`~dali_pipes.backends.dali.graph.GraphDevices`). It runs the GPU path's logic on a
 machine without a GPU, so only the operators' device implementations (and nvJPEG) stay
 for a GPU to exercise: ``python -m dali_pipes.selfcheck`` and the ``gpu`` tests.
 
@@ -28,15 +28,16 @@ import torchvision.transforms.v2.functional as F
 from conftest import BUNDLED_PHOTOS
 from torchvision.io import decode_jpeg, read_file
 
-from dali_pipes.augment.auto import SlotOp
-from dali_pipes.augment.slot_layout import KINDS
+from dali_pipes.augment.auto.layout import KINDS
+from dali_pipes.augment.auto.slots import SlotOp
 from dali_pipes.backends import create_loader
-from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.backends.dali_cached import DaliCachedLoader
-from dali_pipes.config import compose_config, loader_spec
+from dali_pipes.backends.cache.gpu import DaliCachedLoader
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.config.compose import compose_config
+from dali_pipes.config.specs import loader_spec
 from dali_pipes.selfcheck.bounds import figures, pipeline_bound
 from dali_pipes.selfcheck.checks import preset_cases
-from dali_pipes.spec import LoaderSpec
 
 RAW = [
     "augment.mean=[0,0,0]",

@@ -1,20 +1,20 @@
-"""Augmentation ops: one module each, a registry by name, and the per-split pipeline.
+"""Augmentation: what an op is and its registry, the per-split pipeline, keyed randomness,
+the crop geometry, and the ops themselves (:mod:`.ops`, one module each).
 
-Built-in ops (config name: module): ``random_resized_crop`` and ``resize_center_crop``
-(:mod:`.crop`, decode-fused), ``hflip`` (:mod:`.flip`), ``color_jitter``
-(:mod:`.color_jitter`), ``grayscale`` (:mod:`.grayscale`), ``gaussian_blur``
-(:mod:`.gaussian_blur`), ``randaugment`` (:mod:`.randaugment`), ``trivialaugment``
-(:mod:`.trivialaugment`), ``autoaugment`` (:mod:`.autoaugment`). Register your own with
-:func:`register_op` (see the README).
+Built-in ops (config name: module of :mod:`.ops`): ``random_resized_crop`` and
+``resize_center_crop`` (``crop``, decode-fused), ``hflip`` (``flip``), ``color_jitter``,
+``grayscale``, ``gaussian_blur``, ``randaugment``, ``trivialaugment``, ``autoaugment``.
+Register your own with :func:`register_op` (see the README).
 
 Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
-(:mod:`.mixup`, mixup and cutmix with soft targets) and ``random_erasing``
-(:mod:`.erasing`).
+(``mixup``, mixup and cutmix with soft targets) and ``random_erasing`` (``erasing``).
 """
 
 from __future__ import annotations
 
-from dali_pipes.augment import (  # noqa: F401 - importing registers the built-in ops
+from dali_pipes.augment.base import Context, CropOp, Op, Params, Row, op_names, register_op
+from dali_pipes.augment.batch import BatchOp, BatchStage, register_batch_op
+from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the built-in ops
     autoaugment,
     color_jitter,
     crop,
@@ -26,8 +26,6 @@ from dali_pipes.augment import (  # noqa: F401 - importing registers the built-i
     randaugment,
     trivialaugment,
 )
-from dali_pipes.augment.base import Context, CropOp, Op, Params, Row, op_names, register_op
-from dali_pipes.augment.batch import BatchOp, BatchStage, register_batch_op
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline
 
 __all__ = [

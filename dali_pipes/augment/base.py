@@ -33,7 +33,7 @@ from dali_pipes.errors import ConfigError, require
 if TYPE_CHECKING:
     import torch
 
-    from dali_pipes.geometry import Geometry
+    from dali_pipes.augment.geometry import Geometry
 
 #: One op's parameters for a batch: name -> array with the batch as its first axis.
 Params = dict[str, np.ndarray]
@@ -53,7 +53,7 @@ class Context:
     built once, must not make constants of it). ``gpu``: the DALI graph's operators run on
     the GPU (its fed parameters arrive on the CPU and must be moved before they meet GPU
     images in arithmetic). ``twin``: the GPU's graph with every operator on the CPU (see
-    :class:`~dali_pipes.backends.dali_graph.GraphDevices`), so that its logic runs where
+    :class:`~dali_pipes.backends.dali.graph.GraphDevices`), so that its logic runs where
     there is no GPU. An op with a realisation of its own for the GPU picks it by
     :attr:`gpu_graph`, and places nodes by ``gpu`` (:meth:`operand`, :meth:`constant`).
     """
@@ -129,7 +129,7 @@ class Op(ABC):
 class CropOp(Op):
     """The decode-fused first step of a split: where to decode, how to resize and crop.
 
-    Both backends realise the :class:`~dali_pipes.geometry.Geometry` it plans (DALI decodes
+    Both backends realise the :class:`~dali_pipes.augment.geometry.Geometry` it plans (DALI decodes
     only the window); its output size is the size every later op sees.
     """
 
@@ -147,7 +147,7 @@ class CropOp(Op):
         return {}
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
-        return image  # realised by dali_pipes.transforms.apply_geometry
+        return image  # realised by dali_pipes.augment.geometry_torch.apply_geometry
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
         return images  # realised by the DALI backend's decoder and resize

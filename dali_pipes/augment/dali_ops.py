@@ -2,7 +2,7 @@
 
 The auto-augment slots use them in the GPU's realisation only (on the GPU, or its CPU
 twin); the CPU's realisation runs a slot as one compiled kernel
-(:mod:`~dali_pipes.augment.slot_kernel`), exact where these pieces are off by a grey
+(:mod:`~dali_pipes.augment.auto.kernel`), exact where these pieces are off by a grey
 level. Colour jitter, grayscale and blur use them in both.
 
 Images between ops are *pixels*: float32 HWC DataNodes holding whole numbers in [0, 255],

@@ -21,10 +21,10 @@ from numpy.typing import ArrayLike
 
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.base import Context, CropOp, Op, Params, build_op
-from dali_pipes.augment.flip import HorizontalFlip
-from dali_pipes.draws import uniforms
+from dali_pipes.augment.geometry import Geometry
+from dali_pipes.augment.keyed import uniforms
+from dali_pipes.augment.ops.flip import HorizontalFlip
 from dali_pipes.errors import ConfigError
-from dali_pipes.geometry import Geometry
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import importlib
 
-from dali_pipes.backends.base import Loader
-from dali_pipes.device import loader_devices
+from dali_pipes.backends.base import Loader, loader_devices
+from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.errors import ConfigError, DeviceError
-from dali_pipes.spec import LoaderSpec
 
 _BACKENDS = {
-    "dali": "dali_pipes.backends.dali:DaliLoader",
+    "dali": "dali_pipes.backends.dali.loader:DaliLoader",
     "torch": "dali_pipes.backends.torch:TorchLoader",
     "synthetic": "dali_pipes.backends.synthetic:SyntheticLoader",
 }
@@ -38,8 +37,8 @@ def loader_class(name: str) -> type[Loader]:
 
 def create_loader(spec: LoaderSpec) -> Loader:
     """The backend's loader; with ``cache`` set, a decode-once loader: ``ram`` augments
-    with torch on the CPU (:mod:`~dali_pipes.backends.cached`), ``gpu`` with DALI's graph
-    on the GPU (:mod:`~dali_pipes.backends.dali_cached`)."""
+    with torch on the CPU (:mod:`~dali_pipes.backends.cache.ram`), ``gpu`` with DALI's graph
+    on the GPU (:mod:`~dali_pipes.backends.cache.gpu`)."""
     if spec.cache == "gpu" and spec.backend.name != "synthetic":
         made, _ = loader_devices(spec)
         if made.type != "cuda":
@@ -47,11 +46,11 @@ def create_loader(spec: LoaderSpec) -> Loader:
                 f"data.cache=gpu needs the batches on a GPU (backend.device="
                 f"{spec.backend.device} resolved to {made}); use data.cache=ram"
             )
-        from dali_pipes.backends.dali_cached import DaliCachedLoader
+        from dali_pipes.backends.cache.gpu import DaliCachedLoader
 
         return DaliCachedLoader(spec)
     if spec.cache is not None and spec.backend.name != "synthetic":
-        from dali_pipes.backends.cached import CachedLoader
+        from dali_pipes.backends.cache.ram import CachedLoader
 
         return CachedLoader(spec)
     return loader_class(spec.backend.name)(spec)

@@ -11,15 +11,60 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.normalize import Batch
-from dali_pipes.sampling import StreamSampler, sampler_for
-from dali_pipes.spec import LoaderSpec
+from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.data.sampling import StreamSampler, sampler_for
+from dali_pipes.errors import ConfigError, DataError, DeviceError
+from dali_pipes.runtime.devices import resolve_devices
+
+#: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
+#: targets ``[N, num_classes]`` after mixup/cutmix).
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 log = logging.getLogger("dali_pipes.data")
 
 #: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.
 STATE_VERSION = 1
+
+
+def _output_request(output_device: str) -> tuple[str, torch.device | None]:
+    """``LoaderSpec.output_device`` -> (a trainer.device choice, the GPU it names)."""
+    try:
+        device = torch.device(output_device)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ConfigError(
+            f"output_device={output_device!r} is invalid: use None, 'cpu', 'cuda' or 'cuda:N'"
+        )
+    if device.type == "cpu":
+        return "cpu", None
+    if device.index is None:
+        return "cuda", None
+    count = torch.cuda.device_count()
+    if device.index >= count and torch.cuda.is_available():
+        raise DeviceError(
+            f"output_device={output_device!r} but {count} CUDA devices are visible; "
+            "name one of them, or 'cuda' for this process's GPU"
+        )
+    return "cuda", device
+
+
+def loader_devices(spec: LoaderSpec) -> tuple[torch.device, torch.device]:
+    """(where a loader decodes and augments, where it hands batches over): the one place
+    every backend learns its placement from.
+
+    ``spec.output_device`` None means ``trainer.device=auto`` (the model trains where the
+    batches are made); otherwise it names the model's device, as
+    :func:`dali_pipes.config.specs.loader_spec` fills it from ``trainer.device``.
+    """
+    if spec.output_device is None:
+        trainer, gpu = "auto", None
+    else:
+        trainer, gpu = _output_request(spec.output_device)
+    devices = resolve_devices(
+        spec.backend.device, trainer, spec.backend.name, gpu=gpu, trainer_key="output_device"
+    )
+    return devices.made, devices.model
 
 
 class BadFiles:

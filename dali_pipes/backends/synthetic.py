@@ -4,7 +4,7 @@ This is the throughput ceiling (what training reaches when input costs nothing).
 order, sharding and ``len`` follow the dataset exactly like the real backends, so a
 training run on it is a fair stand-in; only the pixels are random. Nothing is decoded, so
 the batch lives where batches are handed over (the model's device,
-:func:`dali_pipes.device.loader_devices`).
+:func:`dali_pipes.backends.base.loader_devices`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from collections.abc import Iterator
 
 import torch
 
-from dali_pipes.backends.base import EpochPlan, Loader
-from dali_pipes.device import loader_devices
-from dali_pipes.normalize import TORCH_DTYPES, Batch
-from dali_pipes.spec import LoaderSpec
+from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
+from dali_pipes.backends.handover import TORCH_DTYPES
+from dali_pipes.backends.specs import LoaderSpec
 
 
 class SyntheticLoader(Loader):

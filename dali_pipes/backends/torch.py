@@ -1,14 +1,14 @@
 """torch backend: torchvision decode + transforms v2 in DataLoader workers.
 
 It is the fallback when DALI is not wanted and the reference the DALI path is checked
-against. Workers decode with :mod:`dali_pipes.decode` (``torchvision.io``), apply the
-shared crop geometry (realised by :mod:`dali_pipes.transforms`) and the split's ops
+against. Workers decode with :mod:`dali_pipes.image.decode` (``torchvision.io``), apply the
+shared crop geometry (realised by :mod:`dali_pipes.augment.geometry_torch`) and the split's ops
 (torchvision's functional ops with the parameters :meth:`dali_pipes.augment.Pipeline.draw`
 computes); batches travel as uint8 and are normalised in the main process, on a CUDA side
 stream when on a GPU.
 
 Decoding is always on the CPU here, so placement only decides where batches are handed over
-(:func:`dali_pipes.device.loader_devices`): with a GPU output -- ``backend.device=gpu``, or
+(:func:`dali_pipes.backends.base.loader_devices`): with a GPU output -- ``backend.device=gpu``, or
 ``backend.device=cpu`` feeding a ``trainer.device=cuda`` model -- workers fill pinned
 memory and the uint8 batch (4x less traffic than float) is copied and normalised on that
 GPU's side stream, one batch ahead.
@@ -22,15 +22,14 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from dali_pipes.backends.base import EpochPlan, Loader
-from dali_pipes.decode import Blob, decode_bytes
-from dali_pipes.device import loader_devices
-from dali_pipes.distributed import cpu_share
+from dali_pipes.augment.geometry_torch import apply_row
+from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
+from dali_pipes.backends.handover import Normalizer, normalized
+from dali_pipes.backends.specs import LoaderSpec, TorchBackend
+from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.normalize import Batch, Normalizer, normalized
-from dali_pipes.sources import ImageSource
-from dali_pipes.spec import LoaderSpec, TorchBackend
-from dali_pipes.transforms import apply_row
+from dali_pipes.image.decode import Blob, decode_bytes
+from dali_pipes.runtime.distributed import cpu_share
 
 Key = tuple[int, int]  # (sample index, epoch): what the sampler hands to the dataset
 

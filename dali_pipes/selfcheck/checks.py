@@ -21,14 +21,16 @@ from typing import Any
 
 import torch
 
-from dali_pipes.augment.auto import SlotOp
-from dali_pipes.augment.slot_layout import KINDS
+from dali_pipes.augment.auto.layout import KINDS
+from dali_pipes.augment.auto.slots import SlotOp
+from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import create_loader
-from dali_pipes.backends.dali import DaliLoader
-from dali_pipes.backends.dali_cached import DaliCachedLoader
-from dali_pipes.config import compose_config, loader_spec, to_spec
+from dali_pipes.backends.cache.gpu import DaliCachedLoader
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.config.compose import compose_config
+from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.measure import gpu_used_bytes
 from dali_pipes.selfcheck.bounds import (
     CACHE_GPU_VS_RAM,
     DALI_CPU_VS_TORCH,
@@ -42,7 +44,7 @@ from dali_pipes.selfcheck.bounds import (
 )
 from dali_pipes.selfcheck.graphs import check_graphs, gpu_graphs, presets
 from dali_pipes.selfcheck.report import Result, Status
-from dali_pipes.spec import AugmentSpec, LoaderSpec
+from dali_pipes.tools.measurement import gpu_used_bytes
 
 RAW = (
     "augment.mean=[0,0,0]",
@@ -124,7 +126,7 @@ def graphs(setup: Setup) -> list[Result]:
     """Every GPU graph defined and traced (no GPU needed), held against DALI's registry."""
     shards = setup.work / "shards"
     if not shards.exists():
-        from dali_pipes.pack import run_pack
+        from dali_pipes.tools.pack import run_pack
 
         overrides = ["data=folder", f"data.root={setup.photos}", f"out={shards}"]
         with contextlib.redirect_stdout(io.StringIO()):
@@ -313,7 +315,7 @@ def repeated_photos(setup: Setup, copies: int) -> Path:
 def throughput(setup: Setup) -> list[Result]:
     """dali_pipes' DALI loader, DALI's own example pipeline and the synthetic ceiling,
     measured by ``python -m dali_pipes.bench`` on the photos repeated."""
-    from dali_pipes.bench import run_bench
+    from dali_pipes.tools.bench import run_bench
 
     device = "gpu" if setup.gpu else "cpu"
     ours, example = ("dali-gpu", "dali-raw-gpu") if setup.gpu else ("dali-cpu", "dali-raw")

@@ -62,7 +62,7 @@ def gpu() -> dict[str, Any] | None:
 
 def describe() -> dict[str, Any]:
     """The machine and the software, for the report."""
-    from dali_pipes.bench import environment as bench_environment
+    from dali_pipes.tools.bench import environment as bench_environment
 
     with nvml.session() as lib:
         driver = nvml.driver_version(lib)

@@ -8,7 +8,7 @@ decoded images; the backend options that change the graph (``roi_decode``,
 search for a bad file builds; every registered op alone (a user's included, once its
 module is imported); ``data=shards``; and ``bench``'s yardstick, DALI's own ResNet-50
 example pipeline, on the GPU and the CPU. :func:`check_graphs` traces each one
-(:func:`dali_pipes.backends.dali_trace.check`).
+(:func:`dali_pipes.backends.dali.trace.check`).
 
 A resolution schedule (``augment=ffcv``) is in the graph as a fed output size, so its
 graph is the same at every epoch: the preset's case covers it.
@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dali_pipes.augment.base import op_names
-from dali_pipes.backends.dali_graph import (
+from dali_pipes.backends.dali.graph import (
     CachedPixels,
     DaliGraph,
     EncodedFiles,
     GraphDevices,
     never_called,
 )
-from dali_pipes.backends.dali_trace import GraphCheck, check
-from dali_pipes.config import compose_config, config_dir, loader_spec
-from dali_pipes.spec import DaliBackend, LoaderSpec
+from dali_pipes.backends.dali.trace import GraphCheck, check
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.config.compose import compose_config, config_dir
+from dali_pipes.config.specs import loader_spec
 
 #: Parameters for ops whose defaults build no graph (colour jitter's are all zero) or
 #: skip a branch the op has (a probability below 1 adds DALI conditionals).
@@ -75,7 +76,7 @@ class GraphCase:
         """The pipeline, defined (not built)."""
         spec = self.spec()
         if self.kind == "peer":
-            from dali_pipes.peer import define_peer_pipeline
+            from dali_pipes.tools.dali_example import define_peer_pipeline
 
             assert isinstance(spec.backend, DaliBackend)
             return define_peer_pipeline(spec, spec.backend, self.devices.device_id)

@@ -1,0 +1,1 @@
+"""The operations RandAugment, TrivialAugment and AutoAugment share, and their realisations."""

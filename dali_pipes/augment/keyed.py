@@ -1,0 +1,50 @@
+"""Counter-based random numbers: every draw is a hash of (seed, epoch, sample, counter).
+
+This is the one source of randomness for augmentation in every backend. A sample's draws
+do not depend on the batch it lands in, the world size, the number of workers or what ran
+before, so ``set_epoch`` is reproducible, a resumed epoch replays exactly and all backends
+receive the same numbers. "Sample" is the sample's identity
+(:meth:`dali_pipes.data.sources.ImageSource.identity`: its file's index in the folder), not its
+position in the dataset, so a packed copy of a folder draws the same numbers as the folder.
+
+A pipeline hands each op its own run of counters (the crop takes the first ones, the next
+op the ones after, ...), so an op's draws are fixed by its position in the pipeline and
+the sample, never by another op's outcome.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a bijective 64-bit hash with good avalanche."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def uniforms(seed: int, epoch: int, ids: np.ndarray, n: int, offset: int = 0) -> np.ndarray:
+    """``[len(ids), n]`` floats in [0, 1): column k of sample i = hash(seed, epoch, i, offset+k+1).
+
+    ``offset`` skips the counters an earlier op of the pipeline owns.
+    """
+    with np.errstate(over="ignore"):
+        key = _mix(np.array([seed], dtype=np.uint64) * _GOLDEN + np.uint64(1))
+        key = _mix(key ^ (np.array([epoch], dtype=np.uint64) * _GOLDEN + np.uint64(2)))
+        per = _mix(key ^ (np.asarray(ids, dtype=np.uint64) * _GOLDEN))[:, None]
+        counters = np.arange(offset + 1, offset + n + 1, dtype=np.uint64)
+        bits = _mix(per + counters * _GOLDEN)
+    return (bits >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+
+
+def normal(u1: np.ndarray, u2: np.ndarray) -> np.ndarray:
+    """Standard normal values from two uniform draws each (Box-Muller)."""
+    return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+
+
+def choice(u: np.ndarray, n: int) -> np.ndarray:
+    """An index in ``[0, n)`` from each uniform draw, all equally likely."""
+    return np.minimum((u * n).astype(np.int64), n - 1)

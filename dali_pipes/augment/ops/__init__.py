@@ -1,0 +1,1 @@
+"""The augmentation ops, one module each (crops, per-sample ops, batch ops)."""

@@ -1,0 +1,129 @@
+"""Colour jitter: brightness, contrast, saturation and hue in a random order.
+
+torchvision ``ColorJitter(brightness, contrast, saturation, hue)`` semantics: a number
+``v`` means a factor drawn from [max(0, 1 - v), 1 + v] (hue: a shift from [-v, v]), a pair
+is the range itself; the four adjustments run in a random order per sample; a component
+whose range is the identity is skipped. ``p`` < 1 applies the whole jitter with that
+probability (``RandomApply([ColorJitter(...)], p)``, as SimCLR-style recipes do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from dali_pipes.augment import dali_ops
+from dali_pipes.augment.auto.slots import select
+from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op, span
+
+_PARTS = ("brightness", "contrast", "saturation", "hue")
+
+
+def _unchanged(images: Any) -> Any:
+    return images
+
+
+@register_op
+@dataclass(frozen=True)
+class ColorJitter(Op):
+    name = "color_jitter"
+    pointwise = True
+    brightness: Any = 0.0
+    contrast: Any = 0.0
+    saturation: Any = 0.0
+    hue: Any = 0.0
+    p: float = 1.0
+
+    def __post_init__(self) -> None:
+        inf = float("inf")
+        ranges = [span(self, part, 1.0, (0.0, inf), clip_low=True) for part in _PARTS[:3]]
+        ranges.append(span(self, "hue", 0.0, (-0.5, 0.5), clip_low=False))
+        object.__setattr__(self, "_ranges", tuple(ranges))
+        number(self, "p", 0.0, 1.0)
+
+    @property
+    def ranges(self) -> tuple[tuple[float, float] | None, ...]:
+        """Per component its (low, high) range, None when it is skipped."""
+        return self._ranges  # type: ignore[attr-defined]
+
+    def draws(self) -> int:
+        return 9  # the order (4), a factor per component (4), whether to apply (1)
+
+    def sample(self, u: np.ndarray, ctx: Context) -> Params:
+        order = np.argsort(u[:, :4], axis=1, kind="stable").astype(np.int32)
+        params: Params = {f"at{k}": order[:, k] for k in range(4)}
+        for i, (part, rng) in enumerate(zip(_PARTS, self.ranges, strict=True)):
+            lo, hi = rng or (0.0, 0.0)
+            factor = (lo + u[:, 4 + i] * (hi - lo)).astype(np.float32)
+            params[part] = factor
+            if part in ("contrast", "saturation"):  # torchvision: 1 - factor in double
+                params[f"{part}_inv"] = (1.0 - factor.astype(np.float64)).astype(np.float32)
+        params["apply"] = u[:, 8] < self.p
+        return params
+
+    def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
+        import torchvision.transforms.v2.functional as F
+
+        if not p["apply"]:
+            return image
+        for k in range(4):
+            part = int(p[f"at{k}"])
+            if self.ranges[part] is None:
+                continue
+            factor = float(p[_PARTS[part]])
+            if part == 0:
+                image = F.adjust_brightness(image, factor)
+            elif part == 1:
+                image = F.adjust_contrast(image, factor)
+            elif part == 2:
+                image = F.adjust_saturation(image, factor)
+            else:
+                image = F.adjust_hue(image, factor)
+        return image
+
+    def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        if self.p < 1.0:
+            if p["apply"]:
+                images = self._jitter(images, p, ctx)
+        else:
+            images = self._jitter(images, p, ctx)
+        return images
+
+    def _jitter(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        def part(index: int) -> Any:
+            def run(x: Any) -> Any:
+                if index == 0:
+                    return dali_ops.brightness(x, ctx.operand(p["brightness"]))
+                if index == 1:
+                    inv = ctx.operand(p["contrast_inv"])
+                    return dali_ops.contrast(x, ctx.operand(p["contrast"]), inv, ctx)
+                if index == 2:
+                    inv = ctx.operand(p["saturation_inv"])
+                    return dali_ops.saturation(x, ctx.operand(p["saturation"]), inv, ctx)
+                return dali_ops.hue(x, ctx.operand(p["hue"]))
+
+            return run
+
+        if all(rng is None for rng in self.ranges):
+            return images
+        # Every position gets a branch per component; a skipped component passes through.
+        branches = [(i, part(i) if self.ranges[i] is not None else _unchanged) for i in range(4)]
+        for k in range(4):
+            images = select(p[f"at{k}"], branches, images)
+        return images
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        skipped = {part for part, rng in zip(_PARTS, self.ranges, strict=True) if rng is None}
+        if self.p >= 1.0:
+            skipped.add("apply")
+        return tuple(n for n in names if n.removesuffix("_inv") not in skipped)
+
+    def torchvision(self) -> Any:
+        from torchvision.transforms import v2
+
+        jitter = v2.ColorJitter(self.brightness, self.contrast, self.saturation, self.hue)
+        return jitter if self.p >= 1.0 else v2.RandomApply([jitter], p=self.p)

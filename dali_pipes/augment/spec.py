@@ -1,0 +1,105 @@
+"""The ``augment`` config node as a frozen spec: each split's crop, ops and batch ops
+(parsed into a :class:`~dali_pipes.augment.Pipeline` by :mod:`dali_pipes.augment`, where
+each op's schema lives), and the batch's output format (mean, std, dtype, layout)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dali_pipes.errors import require
+
+if TYPE_CHECKING:
+    from dali_pipes.augment import Pipeline
+    from dali_pipes.augment.batch import BatchStage
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
+    value = tuple(float(v) for v in getattr(obj, name))
+    require(len(value) == 3, key, value, "expected three numbers, one per RGB channel")
+    object.__setattr__(obj, name, value)
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class SplitAugment:
+    """One split's augmentation, as configured: the decode-fused ``crop`` (its parameters,
+    ``op`` naming it), then ``ops`` applied in the listed order (name -> parameters;
+    ``null`` disables one; an ``op`` key names the op when the name is only a label), then
+    the ``batch`` stage's ops on whole batches (mixup/cutmix, random erasing), same form.
+
+    Turned into a :class:`~dali_pipes.augment.Pipeline` by :class:`AugmentSpec`, which
+    knows the split's key for error messages.
+    """
+
+    crop: Any = field(default_factory=lambda: {"op": "random_resized_crop"})
+    ops: Any = field(default_factory=lambda: {"hflip": {"p": 0.5}})
+    batch: Any = field(default_factory=dict)
+
+
+def _default_val() -> SplitAugment:
+    return SplitAugment(crop={"op": "resize_center_crop"}, ops={})
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """What every backend does to every image, and the output format of a batch.
+
+    ``imports``: modules that register a user's own ops (``@dali_pipes.augment.register_op``)
+    so the config can name them. They are imported where a config becomes this spec
+    (:func:`dali_pipes.config.specs.to_spec`), before it is built: building a spec has no
+    side effects, and in plain Python one imports one's own module before naming its ops.
+    """
+
+    train: SplitAugment = field(default_factory=SplitAugment)
+    val: SplitAugment = field(default_factory=_default_val)
+    # On the 0-1 scale, like torchvision's Normalize; backends multiply by 255.
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    dtype: str = "float32"
+    channels_last: bool = False
+    imports: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _triple(self, "mean", "augment.mean")
+        std = _triple(self, "std", "augment.std")
+        require(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
+        require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+        object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
+        from dali_pipes.augment import parse_pipeline
+        from dali_pipes.augment.batch import batch_config, parse_batch
+
+        splits = (("train", self.train), ("val", self.val))
+        pipelines = {
+            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}") for split, aug in splits
+        }
+        batches = {split: parse_batch(aug.batch, f"augment.{split}.batch") for split, aug in splits}
+        object.__setattr__(self, "_pipelines", pipelines)
+        object.__setattr__(self, "_batches", batches)
+        # Keep the canonical form (every parameter given), so equal pipelines compare equal.
+        for split, pipeline in pipelines.items():
+            crop, ops = pipeline.config()
+            batch = batch_config(*batches[split])
+            object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops, batch=batch))
+
+    def pipeline(self, train: bool) -> Pipeline:
+        """The split's crop and ops, validated."""
+        return self._pipelines["train" if train else "val"]  # type: ignore[attr-defined]
+
+    def out_size(self, train: bool, epoch: int = 0) -> int:
+        """The side of the split's output images in ``epoch`` (a resolution schedule moves it)."""
+        return self.pipeline(train).crop.size_at(epoch)
+
+    def batch_stage(
+        self, train: bool, num_classes: int, seed: int = 0, rank: int = 0
+    ) -> BatchStage | None:
+        """The split's batch stage for data of ``num_classes`` (None: no batch ops)."""
+        from dali_pipes.augment.batch import BatchStage
+
+        split = "train" if train else "val"
+        ops, labels = self._batches[split]  # type: ignore[attr-defined]
+        if not ops:
+            return None
+        return BatchStage(ops, num_classes, seed, rank, f"augment.{split}.batch", labels)

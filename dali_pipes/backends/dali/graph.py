@@ -1,0 +1,364 @@
+"""One DALI loader's graph, defined for where it runs, apart from the loader that runs it.
+
+The graph of a split: its inputs (encoded files decoded per crop window, or cached images
+sliced per crop window), the resize, the split's ops and the fused normalisation. It is
+defined here from a :class:`~dali_pipes.backends.specs.LoaderSpec` and :class:`GraphDevices` alone,
+so the very graph a loader builds on a GPU can also be defined and traced on a machine
+without one (:mod:`dali_pipes.backends.dali.trace`; only building it needs CUDA), and run
+as its CPU twin: the GPU's graph with every operator on the CPU.
+
+Two realisations exist because the fast way differs per device: on the CPU the resize and
+the auto-augment slots are compiled kernels (:mod:`dali_pipes.image.resample`,
+:mod:`dali_pipes.augment.auto.kernel`) and equalize is torchvision's; on the GPU they are
+DALI's own resize, DALI arithmetic picked per sample by conditionals, and ``fn.equalize``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, NoReturn, Protocol
+
+import torch
+
+from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.errors import DaliPipesError
+
+Device = Literal["cpu", "gpu"]
+
+
+@dataclass(frozen=True)
+class GraphDevices:
+    """Where a DALI graph runs, and which of its two realisations it is.
+
+    ``realisation``: the graph written for the GPU (nvJPEG, DALI's resize, conditional
+    slots, ``fn.equalize``) or for the CPU (libjpeg-turbo and compiled kernels).
+    ``operators``: the device its operators run on; the GPU realisation on the CPU is the
+    *CPU twin*, which runs the GPU graph's logic where there is no GPU. ``outputs``: where
+    batches leave DALI; the CPU graph may hand them to a GPU (DALI copies the uint8 crops
+    there for the normalisation: "dali-cpu"). ``device_id``: the pipeline's GPU, None when
+    the pipeline touches none.
+    """
+
+    realisation: Device
+    operators: Device
+    outputs: Device
+    device_id: int | None
+
+    def __post_init__(self) -> None:
+        on_gpu = self.operators == "gpu"
+        consistent = (
+            (not on_gpu or (self.realisation == "gpu" and self.outputs == "gpu"))
+            and (self.outputs == "cpu") == (self.device_id is None)
+            and (self.device_id is None or self.device_id >= 0)
+        )
+        if not consistent:
+            raise DaliPipesError(f"inconsistent DALI graph devices: {self}")
+
+    @classmethod
+    def for_loader(cls, made: torch.device, device: torch.device) -> GraphDevices:
+        """The graph of a loader that makes batches on ``made`` and hands them over on
+        ``device`` (:func:`dali_pipes.backends.base.loader_devices`)."""
+        if made.type == "cuda":
+            return cls.gpu(made.index or 0)
+        if device.type == "cuda":
+            return cls("cpu", "cpu", "gpu", device.index or 0)
+        return cls.cpu()
+
+    @classmethod
+    def gpu(cls, device_id: int = 0) -> GraphDevices:
+        return cls("gpu", "gpu", "gpu", device_id)
+
+    @classmethod
+    def cpu(cls) -> GraphDevices:
+        return cls("cpu", "cpu", "cpu", None)
+
+    @classmethod
+    def twin(cls) -> GraphDevices:
+        """The GPU's graph with every operator on the CPU."""
+        return cls("gpu", "cpu", "cpu", None)
+
+    @property
+    def gpu_graph(self) -> bool:
+        """The GPU's realisation (on the GPU, or its CPU twin)."""
+        return self.realisation == "gpu"
+
+    @property
+    def on_gpu(self) -> bool:
+        """The operators run on the GPU."""
+        return self.operators == "gpu"
+
+    @property
+    def is_twin(self) -> bool:
+        return self.gpu_graph and not self.on_gpu
+
+    @property
+    def copies_to_gpu(self) -> bool:
+        """Operators on the CPU, batches handed to a GPU (DALI's ``.gpu()`` copy)."""
+        return self.operators == "cpu" and self.outputs == "gpu"
+
+    def describe(self) -> str:
+        if self.on_gpu:
+            return f"the GPU graph on GPU {self.device_id}"
+        if self.is_twin:
+            return "the GPU graph's CPU twin"
+        if self.copies_to_gpu:
+            return f"the CPU graph handing batches to GPU {self.device_id}"
+        return "the CPU graph"
+
+
+def _dali_types() -> dict[str, Any]:
+    from nvidia.dali import types
+
+    return {
+        "bool": types.BOOL,
+        "uint8": types.UINT8,
+        "int32": types.INT32,
+        "int64": types.INT64,
+        "float32": types.FLOAT,
+        "float64": types.FLOAT64,
+    }
+
+
+def param_types(dtypes: list[str]) -> list[Any]:
+    """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
+    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
+    from nvidia.dali import types
+
+    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
+
+
+def window(images: Any, anchor: Any, shape: Any) -> Any:
+    """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
+    images: after a whole-image decode, and of the cached images."""
+    from nvidia.dali import fn
+
+    return fn.slice(
+        images, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
+    )
+
+
+def never_called() -> NoReturn:
+    """The ``external_source`` of a graph that is only defined and traced, never run."""
+    raise DaliPipesError("this DALI graph was defined to be traced, not run")
+
+
+class GraphInputs(Protocol):
+    """Where a graph's images and fed parameters come from."""
+
+    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        """(each crop window's uint8 HWC pixels, [label, resize ROI start, end, output
+        size, *the ops' parameters]) as DataNodes."""
+        ...
+
+
+@dataclass(frozen=True)
+class EncodedFiles:
+    """Encoded files and their parameters from ``source`` (the file feed); the graph
+    decodes each file's crop window."""
+
+    source: Callable[[], Any] = never_called
+
+    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        from nvidia.dali import fn, types
+
+        encoded, labels, anchor, shape, *params = fn.external_source(
+            source=self.source,
+            num_outputs=7 + len(dtypes),
+            batch=True,
+            dtype=[types.UINT8, *param_types(dtypes)],
+        )
+        return graph.decode(encoded, anchor, shape), [labels, *params]
+
+
+@dataclass(frozen=True)
+class CachedPixels:
+    """Decoded whole images from ``pixels``, on the graph's operator device (copied in on
+    ``cuda_stream``), and their parameters from ``params``; the graph slices each crop
+    window (``data.cache=gpu``)."""
+
+    params: Callable[[], Any] = never_called
+    pixels: Callable[[], Any] = never_called
+    cuda_stream: Any = None
+
+    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        from nvidia.dali import fn, types
+
+        labels, anchor, shape, *params = fn.external_source(
+            source=self.params, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
+        )
+        images = fn.external_source(
+            source=self.pixels,
+            batch=True,
+            dtype=types.UINT8,
+            ndim=3,
+            layout="HWC",
+            device=graph.devices.operators,
+            cuda_stream=self.cuda_stream,
+        )
+        return window(images, anchor, shape), [labels, *params]
+
+
+@dataclass(frozen=True)
+class DaliGraph:
+    """The graph of ``spec``'s split on ``devices``.
+
+    ``resize``: the CPU realisation's compiled resize (a :class:`~dali_pipes.image.resample.
+    WindowResize`), required there and unused by the GPU realisation.
+    """
+
+    spec: LoaderSpec
+    devices: GraphDevices
+    num_threads: int
+    resize: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec.backend, DaliBackend):
+            raise DaliPipesError(f"a DALI graph needs DALI options, not {self.spec.backend}")
+        if not self.devices.gpu_graph and self.resize is None:
+            raise DaliPipesError("the CPU realisation of a DALI graph needs its compiled resize")
+
+    @property
+    def options(self) -> DaliBackend:
+        assert isinstance(self.spec.backend, DaliBackend)
+        return self.spec.backend
+
+    @property
+    def fancy_upsampling(self) -> bool:
+        """libjpeg-style chroma upsampling asked of nvJPEG (the GPU realisation only)."""
+        return self.devices.gpu_graph and self.options.fancy_upsampling
+
+    @property
+    def roi_decode(self) -> bool:
+        """Decode only the crop window: as asked, else unless nvJPEG is asked for fancy
+        upsampling (which it declines together with region decoding)."""
+        roi = self.options.roi_decode
+        return not self.fancy_upsampling if roi is None else roi
+
+    def define(self, inputs: GraphInputs) -> Any:
+        """The pipeline, defined but not built (building allocates; this does not)."""
+        from nvidia.dali import pipeline_def
+
+        pipeline = self.spec.augment.pipeline(self.spec.train)
+        dtypes = list(pipeline.feed_dtypes)
+        # Conditionals: ops that choose per sample (a probability, RandAugment's operation
+        # in the GPU realisation) from the fed parameters with DALI `if` branches. DALI's
+        # AutoGraph then rewrites the graph function and what it calls (so nothing but
+        # graph code runs inside it); that costs time at every build, so only when an op
+        # needs it.
+        conditionals = pipeline.needs_conditionals(self.devices.gpu_graph)
+        graph = pipeline_def(partial(self._graph, inputs, dtypes), enable_conditionals=conditionals)
+        return graph(
+            batch_size=self.spec.batch_size,
+            num_threads=self.num_threads,
+            device_id=self.devices.device_id,
+            prefetch_queue_depth=self.options.prefetch_queue_depth,
+            seed=self.spec.sampling.seed,
+        )
+
+    def define_decoder(self) -> Any:
+        """A batch-of-one pipeline of :meth:`decode` alone, defined but not built: what
+        decides whether this graph's decoder rejects one file."""
+        from nvidia.dali import fn, types
+        from nvidia.dali.pipeline import Pipeline
+
+        pipe = Pipeline(
+            batch_size=1, num_threads=1, device_id=self.devices.device_id, prefetch_queue_depth=1
+        )
+        with pipe:
+            encoded = fn.external_source(name="encoded", dtype=types.UINT8)
+            anchor = fn.external_source(name="anchor", dtype=types.FLOAT)
+            shape = fn.external_source(name="shape", dtype=types.FLOAT)
+            pipe.set_outputs(self.decode(encoded, anchor, shape))
+        return pipe
+
+    def decode(self, encoded: Any, anchor: Any, shape: Any) -> Any:
+        """Decode each image's crop window, as the graph does and a probe must.
+
+        One place for the decoding op and all its options (device, ``hw_decoder_load``,
+        paddings, fancy upsampling, region decoding or whole-image decoding and a slice).
+        The CPU twin passes the GPU's options to the CPU decoder, which accepts them.
+        """
+        from nvidia.dali import fn, types
+
+        decoder: dict[str, Any] = {}
+        if self.devices.gpu_graph:
+            options = self.options
+            decoder = {
+                "hw_decoder_load": options.hw_decoder_load,
+                "preallocate_width_hint": options.preallocate_width_hint,
+                "preallocate_height_hint": options.preallocate_height_hint,
+                "jpeg_fancy_upsampling": options.fancy_upsampling,
+            }
+            if options.device_memory_padding:
+                decoder["device_memory_padding"] = options.device_memory_padding
+            if options.host_memory_padding:
+                decoder["host_memory_padding"] = options.host_memory_padding
+        decoder.update(
+            device="mixed" if self.devices.on_gpu else "cpu",
+            output_type=types.RGB,
+            adjust_orientation=False,  # like ImageFolder/PIL: EXIF orientation ignored
+        )
+        if self.roi_decode:
+            return fn.decoders.image_slice(
+                encoded,
+                anchor,
+                shape,
+                normalized_anchor=False,
+                normalized_shape=False,
+                **decoder,
+            )
+        return window(fn.decoders.image(encoded, **decoder), anchor, shape)
+
+    def _resize(self, images: Any, roi_start: Any, roi_end: Any, out: Any) -> Any:
+        """Each crop window to the output size: antialiased linear, DALI's filter."""
+        from nvidia.dali import fn, types
+
+        if not self.devices.gpu_graph:  # the same filter, compiled (3x DALI's CPU resize)
+            from dali_pipes.augment.dali_ops import cpu_kernel
+
+            return cpu_kernel(
+                "the compiled resize",
+                images,
+                roi_start,
+                roi_end,
+                out,
+                function=self.resize,
+                batch_processing=True,
+                output_layouts="HWC",
+            )
+        return fn.resize(
+            images,
+            size=out,  # fed: a resolution schedule changes it without a rebuild
+            roi_start=roi_start,
+            roi_end=roi_end,
+            roi_relative=False,
+            antialias=True,
+            interp_type=types.INTERP_LINEAR,
+        )
+
+    def _graph(self, inputs: GraphInputs, dtypes: list[str]) -> tuple[Any, Any]:
+        """inputs (the crop windows) -> resize -> ops -> normalise."""
+        from nvidia.dali import fn, types
+
+        devices = self.devices
+        aug = self.spec.augment
+        pipeline = aug.pipeline(self.spec.train)
+        images, (labels, roi_start, roi_end, out, *fed) = inputs.nodes(self, dtypes)
+        images = self._resize(images, roi_start, roi_end, out)
+        images, mirror = pipeline.dali(images, fed, gpu=devices.on_gpu, twin=devices.is_twin)
+        if devices.copies_to_gpu:
+            # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
+            # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the
+            # normalisation runs on the GPU.
+            images = images.gpu()
+        images = fn.crop_mirror_normalize(
+            images,
+            mirror=0 if mirror is None else mirror,
+            mean=[255 * m for m in aug.mean],
+            std=[255 * s for s in aug.std],
+            dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
+            output_layout="HWC" if aug.channels_last else "CHW",
+        )
+        return images, labels.gpu() if devices.outputs == "gpu" else labels

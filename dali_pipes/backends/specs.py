@@ -1,0 +1,137 @@
+"""What a backend is given: its options (``backend.*``) and, for one split, the whole
+:class:`LoaderSpec` -- the data's source, the augmentation, the sampling, the options --
+already validated. The backend options are the typed Hydra schemas of the ``backend``
+group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.data.specs import DEFAULT_MAX_PIXELS, SamplingSpec
+from dali_pipes.errors import require
+from dali_pipes.runtime.devices import BACKEND_DEVICES
+
+if TYPE_CHECKING:
+    from dali_pipes.data.sources import Source
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """``device``: where batches are produced and returned (auto = GPU when usable)."""
+
+    name: str = "dali"
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        require(
+            self.device in BACKEND_DEVICES,
+            "backend.device",
+            self.device,
+            f"choose one of {BACKEND_DEVICES}",
+        )
+
+
+@dataclass(frozen=True)
+class DaliBackend(BackendSpec):
+    """NVIDIA DALI: nvJPEG decode + GPU augmentation, or DALI's CPU operators.
+
+    ``num_threads=None`` uses this process's share of the CPU cores. The preallocation
+    hints and paddings are passed to DALI's decoder (0 keeps DALI's own default).
+
+    ``fancy_upsampling`` (GPU only): nvJPEG upsamples chroma like libjpeg-turbo, so GPU
+    batches match the CPU's to a few grey levels (max 4 on the photos) instead of up to ~70
+    at sharp colour edges (mean 0.4 either way). Off, as in DALI, by default: nvJPEG
+    (DALI 2.4, nvJPEG < 13.2) declines region decoding with it, so it costs decoding whole
+    images -- measured on an H100, ResNet-50 trained 32 % slower (benchmarks/RESULTS.md).
+    ``roi_decode``: decode only the crop window (``decoders.image_slice``) rather than the
+    whole image and then slice. ``None`` = yes, except on the GPU with ``fancy_upsampling``
+    (where nvJPEG would hand the images to libjpeg-turbo on the CPU instead).
+    """
+
+    name: str = "dali"
+    num_threads: int | None = None
+    prefetch_queue_depth: int = 2
+    hw_decoder_load: float = 0.65
+    preallocate_width_hint: int = 0
+    preallocate_height_hint: int = 0
+    device_memory_padding: int = 0
+    host_memory_padding: int = 0
+    read_ahead: int = 2
+    fancy_upsampling: bool = False
+    roi_decode: bool | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_threads is not None:
+            require(self.num_threads >= 1, "backend.num_threads", self.num_threads, "must be >= 1")
+        require(
+            self.prefetch_queue_depth >= 1,
+            "backend.prefetch_queue_depth",
+            self.prefetch_queue_depth,
+            "must be >= 1",
+        )
+        require(
+            0.0 <= self.hw_decoder_load <= 1.0,
+            "backend.hw_decoder_load",
+            self.hw_decoder_load,
+            "need 0..1",
+        )
+        for key in (
+            "preallocate_width_hint",
+            "preallocate_height_hint",
+            "device_memory_padding",
+            "host_memory_padding",
+            "read_ahead",
+        ):
+            value = getattr(self, key)
+            require(value >= 0, f"backend.{key}", value, "must be >= 0")
+
+
+@dataclass(frozen=True)
+class TorchBackend(BackendSpec):
+    """torchvision decode + transforms v2 in DataLoader workers (the parity reference)."""
+
+    name: str = "torch"
+    num_workers: int | None = None
+    pin_memory: bool = True
+    persistent_workers: bool = True
+    prefetch_factor: int = 2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_workers is not None:
+            require(self.num_workers >= 0, "backend.num_workers", self.num_workers, "must be >= 0")
+        require(
+            self.prefetch_factor >= 1,
+            "backend.prefetch_factor",
+            self.prefetch_factor,
+            "must be >= 1",
+        )
+
+
+@dataclass(frozen=True)
+class SyntheticBackend(BackendSpec):
+    """Batches already on the device: the throughput ceiling, no decoding at all."""
+
+    name: str = "synthetic"
+
+
+@dataclass(frozen=True, eq=False)
+class LoaderSpec:
+    """Everything a backend needs to build one split's loader, already validated."""
+
+    source: Source
+    train: bool
+    batch_size: int
+    augment: AugmentSpec
+    sampling: SamplingSpec
+    backend: BackendSpec
+    on_error: str = "raise"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    cache: str | None = None  # ram | gpu: decode once (dali_pipes.backends.cache.ram)
+    #: Where batches are handed over (the model's device: ``trainer.device``), when that is
+    #: not where they are made (``backend.device``): e.g. "cuda:0" for DALI CPU decoding
+    #: feeding a GPU model. None: where they are made.
+    output_device: str | None = None

@@ -1,0 +1,1 @@
+"""Configuration: Hydra composition, the structured schemas, and the specs made from them."""

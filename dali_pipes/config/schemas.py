@@ -1,0 +1,157 @@
+"""Every structured-config schema, and their registration in Hydra's ConfigStore.
+
+Each YAML option in ``conf/`` extends a schema stored under ``schema/<group>/<name>``
+(``defaults: [/schema/data/folder@_here_]``), so a misspelt key or a wrongly typed value
+fails at composition, and a value out of range fails when the node becomes its frozen
+dataclass (``__post_init__``), with the key in the message.
+
+The schemas are the specs (:mod:`dali_pipes.data.specs`, :mod:`dali_pipes.augment.spec`,
+:mod:`dali_pipes.backends.specs`), the trainer's
+(:class:`dali_pipes.config.trainer.TrainerSpec`) and the tools' nodes, defined here: ``bench``,
+``doctor``, ``scan`` and ``pack``. This module imports no tool, no loader and nothing that
+composes a config; ``import dali_pipes`` calls :func:`register`, so the config groups work
+in any Hydra app that puts ``pkg://dali_pipes.conf`` on its search path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends.specs import DaliBackend, SyntheticBackend, TorchBackend
+from dali_pipes.config.trainer import TrainerSpec
+from dali_pipes.data.sources import SPLITS
+from dali_pipes.data.specs import FolderData, SampleData, ShardData, SyntheticData
+from dali_pipes.errors import require
+
+# --------------------------------------------------------------------------- tools' nodes
+
+#: Loaders ``python -m dali_pipes.bench`` can measure.
+BENCH_CANDIDATES = (
+    "baseline",
+    "torch",
+    "dali-cpu",
+    "dali-gpu",
+    "synthetic",
+    "decode",
+    # the same data packed (bench.shards) and decoded once (data.cache)
+    "torch-shards",
+    "dali-cpu-shards",
+    "dali-gpu-shards",
+    "cache-ram",
+    "cache-gpu",
+    # DALI's own ResNet-50 example pipeline on the same files (tools/dali_example.py), CPU, GPU
+    "dali-raw",
+    "dali-raw-gpu",
+)
+DEFAULT_BENCH_CANDIDATES = BENCH_CANDIDATES[:6]
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """``bench`` config node."""
+
+    candidates: tuple[str, ...] = DEFAULT_BENCH_CANDIDATES
+    repeats: int = 5
+    warmup_images: int = 256
+    min_images: int = 1024  # per timed repeat
+    workers: int | None = None  # baseline/torch DataLoader workers; null = all cores
+    out: str = "outputs/bench/bench.json"
+    #: a pack of the same data for the *-shards candidates; packed there first if absent
+    shards: str = "outputs/bench/shards"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        unknown = set(self.candidates) - set(BENCH_CANDIDATES)
+        require(not unknown, "bench.candidates", sorted(unknown), f"choose from {BENCH_CANDIDATES}")
+        require(self.repeats >= 1, "bench.repeats", self.repeats, "must be >= 1")
+        require(self.min_images >= 1, "bench.min_images", self.min_images, "must be >= 1")
+        require(self.warmup_images >= 0, "bench.warmup_images", self.warmup_images, ">= 0")
+
+
+@dataclass(frozen=True)
+class DoctorSpec:
+    """``doctor`` config node."""
+
+    steps: int = 40  # timed training steps per measurement
+    warmup_steps: int = 8
+    tune: bool = True
+    placements: bool = True  # also measure every placement this machine has
+    min_gain: float = 0.03  # a setting must be this much faster to replace the current one
+    out_dir: str = "outputs/doctor"
+
+    def __post_init__(self) -> None:
+        require(self.min_gain >= 0, "doctor.min_gain", self.min_gain, "must be >= 0")
+        require(self.steps >= 1, "doctor.steps", self.steps, "must be >= 1")
+        require(self.warmup_steps >= 0, "doctor.warmup_steps", self.warmup_steps, ">= 0")
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """``scan`` config node."""
+
+    splits: tuple[str, ...] = SPLITS
+    out: str = "outputs/scan/bad_files.csv"
+    workers: int | None = None  # null = all cores
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "splits", tuple(self.splits))
+        unknown = set(self.splits) - set(SPLITS)
+        require(not unknown, "scan.splits", sorted(unknown), f"choose from {SPLITS}")
+        if self.workers is not None:
+            require(self.workers >= 1, "scan.workers", self.workers, "must be >= 1 or null")
+
+
+@dataclass(frozen=True)
+class PackSpec:
+    """``pack`` config node (``out`` is top-level: ``out=SHARDS``)."""
+
+    shard_size_mb: float = 256.0
+    seed: int = 0
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.shard_size_mb > 0, "pack.shard_size_mb", self.shard_size_mb, "must be > 0")
+        require(self.seed >= 0, "pack.seed", self.seed, "must be >= 0")
+
+
+# --------------------------------------------------------------------------- registration
+
+SCHEMAS: dict[tuple[str, str], type] = {
+    ("data", "folder"): FolderData,
+    ("data", "sample"): SampleData,
+    ("data", "shards"): ShardData,
+    ("data", "synthetic"): SyntheticData,
+    ("augment", "base"): AugmentSpec,
+    ("backend", "dali"): DaliBackend,
+    ("backend", "torch"): TorchBackend,
+    ("backend", "synthetic"): SyntheticBackend,
+    ("trainer", "base"): TrainerSpec,
+    ("bench", "base"): BenchSpec,
+    ("doctor", "base"): DoctorSpec,
+    ("scan", "base"): ScanSpec,
+    ("pack", "base"): PackSpec,
+}
+
+
+def register() -> None:
+    """Put every schema into Hydra's ConfigStore as ``schema/<group>/<name>`` (idempotent)."""
+    store = ConfigStore.instance()
+    for (group, name), cls in SCHEMAS.items():
+        node = OmegaConf.structured(cls)
+        writable(node)  # a frozen dataclass, but a config the command line may override
+        store.store(group=f"schema/{group}", name=name, node=node)
+
+
+def writable(node: Any) -> None:
+    """Clear the read-only flag a frozen dataclass gives ``node`` and its sub-nodes."""
+    OmegaConf.set_readonly(node, None)
+    if isinstance(node, DictConfig):
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig):
+                writable(child)

@@ -1,0 +1,147 @@
+"""A composed config turned into the frozen specs the rest of the package takes: one place.
+
+Each node becomes its dataclass (:func:`to_spec`), validated with the key in a one-line
+error; the modules ``augment.imports`` names are imported first (they register a user's
+ops), and a trainer node's ``_target_`` nodes are resolved and checked
+(:mod:`dali_pipes.config.targets`). Hydra's and OmegaConf's own errors become one line too
+(:func:`config_error`). :func:`loader_spec` is everything a backend needs for one split.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends import check_name
+from dali_pipes.backends.specs import BackendSpec, LoaderSpec
+from dali_pipes.config.targets import check_trainer_targets
+from dali_pipes.config.trainer import TrainerSpec
+from dali_pipes.data.sources import open_source
+from dali_pipes.data.specs import DataSpec, SamplingSpec
+from dali_pipes.errors import ConfigError
+from dali_pipes.runtime.devices import output_device_for
+from dali_pipes.runtime.distributed import placement
+
+T = TypeVar("T")
+
+
+def config_error(exc: BaseException) -> ConfigError | None:
+    """A Hydra or OmegaConf error (an unknown option, a misspelt key, a wrongly typed value,
+    an override that does not parse) as a one-line :class:`ConfigError`; None for any other
+    exception (those are not configuration mistakes)."""
+    module = type(exc).__module__
+    if isinstance(exc, OmegaConfBaseException) or module.split(".")[0] == "hydra":
+        return ConfigError(_one_line(exc))
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra/OmegaConf errors span several lines; keep the ones a user acts on."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if "Available options" in str(exc):  # an unknown option: list the real ones
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("Available options"))
+        options = [ln for ln in lines[start + 1 :] if ":" not in ln and "=" not in ln]
+        text += f"; choose one of {', '.join(options)}"
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        text += ": " + str(cause).strip().splitlines()[0]
+    return text
+
+
+def import_user_modules(modules: Iterable[Any]) -> None:
+    """Import the modules ``augment.imports`` names, which register a user's own ops."""
+    for module in modules:
+        try:
+            importlib.import_module(str(module))
+        except ImportError as exc:
+            raise ConfigError(
+                f"augment.imports: cannot import {module!r} ({exc}); "
+                "check the module is on PYTHONPATH"
+            ) from None
+
+
+def to_spec(node: Any, kind: type[T]) -> T:
+    """A config node -> its frozen dataclass, validated; errors become :class:`ConfigError`."""
+    if kind is AugmentSpec and isinstance(node, DictConfig):
+        import_user_modules(node.get("imports") or ())
+    try:
+        obj = OmegaConf.to_object(node) if isinstance(node, DictConfig) else node
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_one_line(exc)) from None
+    if not isinstance(obj, kind):
+        raise ConfigError(f"expected a {kind.__name__} config, got {type(obj).__name__}")
+    if isinstance(obj, TrainerSpec):
+        check_trainer_targets(obj)
+    return obj
+
+
+def check_augment(cfg: DictConfig) -> None:
+    """Validate the augment node now, so an unknown op, an unknown parameter or a value out
+    of range fails at composition, before data or models are touched."""
+    if "augment" in cfg:
+        to_spec(cfg.augment, AugmentSpec)
+
+
+def loader_spec(
+    cfg: DictConfig,
+    split: str,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+) -> LoaderSpec:
+    """Everything the backend needs for ``split`` (train or val) of a composed config,
+    including where to hand batches over when ``trainer.device`` says the model trains
+    elsewhere than the backend makes them (``output_device``)."""
+    check_name(str(cfg.backend.get("name", "")))
+    data = to_spec(cfg.data, DataSpec)
+    augment = to_spec(cfg.augment, AugmentSpec)
+    backend = to_spec(cfg.backend, BackendSpec)
+    output_device = _output_device(cfg, backend)
+    where = placement()
+    train = split == "train"
+    sampling = SamplingSpec(
+        seed=seed_of(cfg),
+        shuffle=train,
+        drop_last=data.drop_last and train,
+        rank=where.rank if rank is None else rank,
+        world_size=where.world_size if world_size is None else world_size,
+    )
+    return LoaderSpec(
+        source=open_source(data, split),
+        train=train,
+        batch_size=data.batch_size,
+        augment=augment,
+        sampling=sampling,
+        backend=backend,
+        on_error=data.on_error,
+        max_pixels=data.max_pixels,
+        cache=data.cache,
+        output_device=output_device,
+    )
+
+
+def trainer_device(cfg: DictConfig) -> str:
+    """``trainer.device`` of a config (``auto`` when it has no trainer node)."""
+    trainer = cfg.get("trainer")
+    return "auto" if trainer is None else str(trainer.get("device", "auto"))
+
+
+def _output_device(cfg: DictConfig, backend: BackendSpec) -> str | None:
+    """``LoaderSpec.output_device`` for ``cfg``: the model's device when ``trainer.device``
+    moves it away from where ``backend.device`` alone makes batches, else None (every
+    config without ``trainer.device``, and the tools that build loaders without a model)."""
+    return output_device_for(backend.device, trainer_device(cfg), backend.name)
+
+
+def seed_of(cfg: DictConfig) -> int:
+    """The top-level ``seed``, checked: a non-negative integer."""
+    value = cfg.get("seed", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"seed={value!r} is invalid: must be an integer >= 0")
+    return value

@@ -1,0 +1,45 @@
+"""The bad-file manifest: a CSV of ``path,reason`` rows, written by ``python -m dali_pipes.scan``.
+
+Paths are absolute (resolved), so a manifest matches however the data root was spelled.
+It is written atomically: a reader never sees half a manifest.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from dali_pipes.errors import DataError
+
+
+def write_manifest(path: Path, bad: Iterable[tuple[str, str]]) -> None:
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    out.writerow(["path", "reason"])
+    for file, reason in sorted(bad):
+        out.writerow([str(Path(file).resolve()), reason])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", newline="") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, path)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``{resolved path: reason}``; a missing or malformed manifest is a one-line error."""
+    file = Path(path).expanduser()
+    try:
+        with file.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as exc:
+        raise DataError(
+            f"data.exclude={path}: cannot read the manifest ({exc.strerror or exc}); "
+            "run python -m dali_pipes.scan first or fix the path"
+        ) from None
+    if rows and not {"path", "reason"} <= set(rows[0]):
+        raise DataError(f"data.exclude={path}: not a scan manifest (needs path,reason columns)")
+    return {str(Path(r["path"]).resolve()): r["reason"] for r in rows}

@@ -1,0 +1,180 @@
+"""Which samples a rank reads in an epoch, in which order: DistributedSampler semantics.
+
+The order is ``torch.randperm`` seeded with ``seed + epoch`` and a rank's share is every
+``world_size``-th index starting at ``rank``, exactly as ``DistributedSampler`` does, so a
+loader here and a ``DataLoader(sampler=DistributedSampler(...))`` agree index for index.
+Without ``drop_last`` the permutation is padded with its own head so every rank gets the
+same number of samples (and DDP never waits on a rank that ran out); with ``drop_last`` the
+tail that does not divide evenly is dropped. Batching then cuts the rank's samples into
+``batch_size`` pieces, keeping or dropping the last partial batch.
+
+Resuming part-way (``start``: samples of the epoch order already consumed, across all
+ranks). Because rank ``r`` takes every ``world_size``-th sample, after ``k`` batches on every
+rank the samples consumed are exactly the first ``k * batch_size * world_size`` of the
+(padded) epoch order, whatever the world size was. So the rest of an epoch is described by
+``(epoch, start)`` alone, and it is dealt out again by the same rule, for any world size:
+the remaining order ``order[start:]``, padded by carrying on from the head of the epoch
+order (or with ``drop_last`` cut to a multiple of the world size), every
+``world_size``-th sample to a rank. With ``start=0`` that is ``DistributedSampler``; with
+the world size and batch size of the run that consumed ``start`` samples it is exactly
+that run's continuation, padding included (so resuming, even twice, changes nothing); with
+another world size every remaining sample is read once, plus only the padding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dali_pipes.data.shards import ShardLayout
+from dali_pipes.data.specs import SamplingSpec
+from dali_pipes.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RankSampler:
+    """One rank's sample indices per epoch: ``DistributedSampler``'s (for files; a packed
+    dataset is read in :class:`StreamSampler`'s order)."""
+
+    num_items: int
+    spec: SamplingSpec
+
+    @property
+    def num_samples(self) -> int:
+        """Samples this rank reads per epoch (the same on every rank)."""
+        return self._share(self.num_items)
+
+    def _share(self, count: int) -> int:
+        """One rank's share of ``count`` samples: DistributedSampler's rule (with
+        ``drop_last`` whole rounds only, else rounded up and padded)."""
+        world = self.spec.world_size
+        return count // world if self.spec.drop_last else math.ceil(count / world)
+
+    def remaining(self, start: int) -> int:
+        """Samples this rank reads of an epoch of which ``start`` were already consumed."""
+        return self._share(max(self.num_items - start, 0))
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The epoch order of all samples (before padding and dealing out): f(seed, epoch)."""
+        if self.spec.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.spec.seed + epoch)
+            return torch.randperm(self.num_items, generator=g).numpy()
+        return np.arange(self.num_items)
+
+    def indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        """This rank's samples of ``epoch`` after the first ``start`` of the epoch order."""
+        order = self.order(epoch)
+        rest = order[start:]
+        total = self.remaining(start) * self.spec.world_size
+        # Pad by carrying on from the head of the epoch order (repeated if needed), or drop
+        # the uneven tail: at start=0 exactly DistributedSampler's padding.
+        if total > len(rest):
+            rest = np.concatenate([rest, np.resize(order, total - len(rest))])
+        return rest[self.spec.rank : total : self.spec.world_size].astype(np.int64)
+
+    def num_batches(self, batch_size: int, start: int = 0) -> int:
+        """Batches this rank yields (from ``start``: see :meth:`indices`)."""
+        if self.spec.drop_last:
+            return self.remaining(start) // batch_size
+        return math.ceil(self.remaining(start) / batch_size)
+
+    def batches(self, epoch: int, batch_size: int, start: int = 0) -> list[np.ndarray]:
+        """This rank's batches of ``epoch`` after the first ``start`` samples of its order."""
+        order = self.indices(epoch, start)
+        count = self.num_batches(batch_size, start)
+        return [order[i * batch_size : (i + 1) * batch_size] for i in range(count)]
+
+    def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
+        """Raise unless this sampler can continue an epoch of which ``start`` samples were
+        consumed by ``world_size`` ranks, cutting the rest into batches of ``batch_size``:
+        for files any world and batch size can (see the module docstring)."""
+        if not 0 <= start <= self.num_items:
+            raise ConfigError(
+                f"loader state samples_seen={start} is invalid: must be in "
+                f"[0, num_items={self.num_items}]"
+            )
+
+
+@dataclass(frozen=True)
+class StreamSampler(RankSampler):
+    """The order for a packed dataset: shard by shard, so reads stay sequential-ish.
+
+    Each epoch visits the shards in an order drawn from (seed, epoch) and concatenates
+    their samples; rank ``r`` takes the ``r``-th contiguous run of that sequence (padded
+    or truncated exactly like :class:`RankSampler`, so every rank has the same length and
+    the ranks' samples are disjoint), then samples are shuffled within consecutive windows
+    of ``layout.shuffle_buffer``. The same order in every backend: f(seed, epoch, rank).
+
+    Ranks own contiguous runs, so what has been consumed is not a prefix of one order but
+    the head of every rank's run: an epoch resumes part-way only on the world size that
+    consumed ``start`` samples, each rank from ``start / world_size`` into its run, and only
+    at a batch boundary (DALI's webdataset reader restarts there). A different world size
+    is refused in one line (:meth:`check_resume`); the next epoch can start on any.
+    """
+
+    layout: ShardLayout | None = None
+
+    def stream(self, epoch: int) -> np.ndarray:
+        """This rank's samples in shard order, before the window shuffle."""
+        assert self.layout is not None
+        spec, lay = self.spec, self.layout
+        shards = np.arange(lay.num_shards)
+        if spec.shuffle:
+            g = torch.Generator()
+            g.manual_seed(spec.seed + epoch)
+            shards = torch.randperm(lay.num_shards, generator=g).numpy()
+        order = np.concatenate([lay.members(int(s)) for s in shards] or [np.zeros(0, np.int64)])
+        per = self.num_samples
+        total = per * spec.world_size
+        order = np.resize(order, total) if total > self.num_items else order[:total]
+        return order[spec.rank * per : (spec.rank + 1) * per].astype(np.int64)
+
+    @property
+    def window(self) -> int:
+        """Samples are shuffled within runs of this many consecutive ones (1: not at all)."""
+        assert self.layout is not None
+        return (
+            self.layout.shuffle_buffer
+            if self.spec.shuffle and self.layout.shuffle_buffer > 1
+            else 1
+        )
+
+    def remaining(self, start: int) -> int:
+        return max(self.num_samples - start // self.spec.world_size, 0)
+
+    def indices(self, epoch: int, start: int = 0) -> np.ndarray:
+        mine = self.stream(epoch)
+        window, spec = self.window, self.spec
+        if window > 1:
+            rng = np.random.default_rng([spec.seed, epoch, spec.rank])
+            for first in range(0, len(mine), window):
+                rng.shuffle(mine[first : first + window])
+        return mine[start // spec.world_size :]
+
+    def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
+        if start and world_size != self.spec.world_size:
+            raise ConfigError(
+                f"loader state saved on world_size={world_size} cannot resume a packed dataset "
+                f"(data=shards) mid-epoch on world_size={self.spec.world_size}: its ranks read "
+                "contiguous runs of shards; resume on the saved world size, or start the next "
+                "epoch with set_epoch"
+            )
+        super().check_resume(start, world_size, batch_size)
+        per_rank = start // world_size
+        if start % world_size or per_rank % batch_size:
+            raise ConfigError(
+                f"loader state samples_seen={start} is {start / world_size:g} samples per rank, "
+                f"not whole batches of batch_size={batch_size}, which a packed dataset "
+                "(data=shards) needs to resume mid-epoch; resume with the saved batch size"
+            )
+
+
+def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> RankSampler:
+    """DistributedSampler order for files; the streaming order for a packed dataset."""
+    if layout is None:
+        return RankSampler(num_items, spec)
+    return StreamSampler(num_items, spec, layout)

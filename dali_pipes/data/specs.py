@@ -1,0 +1,120 @@
+"""What a dataset is and how a rank samples it, as configured (``data.*``, ``seed``):
+frozen, validated once, and the typed Hydra schemas of the ``data`` group (YAML keys equal
+the field names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dali_pipes.errors import require
+
+ON_ERROR = ("raise", "skip")
+CACHES = (None, "ram", "gpu")
+DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Fields every dataset kind shares; ``batch_size`` is per process (per GPU).
+
+    ``on_error``: ``raise`` stops at the first file that cannot be read or decoded, naming
+    it; ``skip`` reports each such file once, leaves it out and carries on. ``max_pixels``
+    rejects a file whose header claims more pixels, before anything is allocated.
+    ``exclude`` is a manifest written by ``python -m dali_pipes.scan``: the files it lists
+    are left out of the dataset before sharding.
+    """
+
+    name: str = "folder"
+    batch_size: int = 64
+    drop_last: bool = False
+    on_error: str = "raise"
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    exclude: str | None = None
+    cache: str | None = None
+
+    def __post_init__(self) -> None:
+        require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
+        require(self.cache in CACHES, "data.cache", self.cache, "choose null, ram or gpu")
+        require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
+        require(self.max_pixels >= 1, "data.max_pixels", self.max_pixels, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class FolderData(DataSpec):
+    """An ImageFolder tree: ``root/<class>/<image>``.
+
+    With ``train_dir``/``val_dir`` set (``imagenet``: ``train`` and ``val``) each split reads
+    its own subfolder; with them unset both splits read ``root`` itself.
+    """
+
+    root: str | None = None
+    train_dir: str | None = None
+    val_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class SampleData(DataSpec):
+    """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
+
+    name: str = "sample"
+    root: str | None = None
+    train_per_class: int = 120
+    val_per_class: int = 40
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("train_per_class", "val_per_class"):
+            value = getattr(self, key)
+            require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class ShardData(DataSpec):
+    """A dataset packed by ``python -m dali_pipes.pack`` (see :mod:`dali_pipes.data.shards`).
+
+    ``shuffle_buffer``: each epoch visits the shards in a new order and shuffles samples
+    within runs of this many consecutive ones, so reads stay within a few MB of a shard.
+    """
+
+    name: str = "shards"
+    root: str | None = None
+    shuffle_buffer: int = 2048
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.shuffle_buffer >= 0, "data.shuffle_buffer", self.shuffle_buffer, ">= 0")
+
+
+@dataclass(frozen=True)
+class SyntheticData(DataSpec):
+    """No files at all: ``num_samples`` virtual samples for the synthetic backend."""
+
+    name: str = "synthetic"
+    num_samples: int = 1024
+    num_classes: int = 1000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.num_samples >= 1, "data.num_samples", self.num_samples, "must be >= 1")
+        require(self.num_classes >= 1, "data.num_classes", self.num_classes, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """Which samples this process reads in which order (DistributedSampler semantics)."""
+
+    seed: int = 0
+    shuffle: bool = True
+    drop_last: bool = False
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        require(self.world_size >= 1, "world_size", self.world_size, "must be >= 1")
+        require(
+            0 <= self.rank < self.world_size,
+            "rank",
+            self.rank,
+            f"must be in [0, world_size={self.world_size})",
+        )
+        require(self.seed >= 0, "seed", self.seed, "must be >= 0")

@@ -1,0 +1,1 @@
+"""Images: decoding, header checks, the compiled resize and its numba cache."""

@@ -1,0 +1,1 @@
+"""The process's place: devices, distributed ranks and cores, preemption signals."""

@@ -1,0 +1,1 @@
+"""The command-line tools beside training: bench, doctor, scan, pack."""

@@ -1,0 +1,95 @@
+"""Checkpoints that are never half-written, and finding the latest one.
+
+A checkpoint is written to a temporary file in the same directory, flushed to disk, then
+renamed over its final name: a reader sees the old file or the new one, never a torn
+one, even if the process is killed mid-write. An unwritable or full output directory
+fails with one clear message and leaves the previous checkpoint in place.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dali_pipes.errors import DaliPipesError
+
+# epoch_0003.pt: epoch 3 completed; epoch_0003_interrupted_at_batch_000120.pt: stopped
+# inside epoch 3 after 120 batches. Either way the name says where training resumes.
+_NAME = re.compile(r"^epoch_(\d{4,})(?:_interrupted_at_batch_(\d+))?\.pt$")
+
+
+def checkpoint_path(directory: Path, epoch: int, interrupted_at: int | None = None) -> Path:
+    """Where the checkpoint after ``epoch`` (or inside it, ``interrupted_at`` batches in) goes."""
+    if interrupted_at is None:
+        return directory / f"epoch_{epoch:04d}.pt"
+    return directory / f"epoch_{epoch:04d}_interrupted_at_batch_{interrupted_at:06d}.pt"
+
+
+def _position(path: Path) -> tuple[int, int] | None:
+    """(epoch, batch) training resumes at from this checkpoint, from its name."""
+    match = _NAME.match(path.name)
+    if match is None:
+        return None
+    epoch, batch = int(match.group(1)), match.group(2)
+    return (epoch + 1, 0) if batch is None else (epoch, int(batch))
+
+
+def _found(directory: Path) -> list[tuple[tuple[int, int], Path]]:
+    if not directory.is_dir():
+        return []
+    return sorted((pos, p) for p in directory.iterdir() if (pos := _position(p)) is not None)
+
+
+def save_atomic(state: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise DaliPipesError(
+            f"cannot write checkpoint {path} ({exc.strerror or exc}); "
+            "free space or choose a writable output_dir"
+        ) from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def latest(directory: Path) -> Path | None:
+    """The checkpoint in ``directory`` that resumes furthest along, if any."""
+    found = _found(directory)
+    return found[-1][1] if found else None
+
+
+def prune(directory: Path, keep: int) -> None:
+    """Delete all but the ``keep`` furthest-along checkpoints."""
+    for _, path in _found(directory)[:-keep]:
+        path.unlink(missing_ok=True)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A checkpoint's contents, unpickling tensors and plain containers only
+    (``weights_only=True``): a checkpoint file from elsewhere cannot run code on load."""
+    try:
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise DaliPipesError(
+            f"cannot read checkpoint {path}: it holds objects other than tensors and plain "
+            f"values ({reason}); it was not written by this version of dali_pipes"
+        ) from None
+    except (OSError, RuntimeError, EOFError) as exc:
+        raise DaliPipesError(
+            f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null"
+        ) from None
+    return state
