@@ -21,7 +21,10 @@ from torchvision.io import encode_jpeg
 
 from dali_pipes import DataError, DeviceError, build_loader, compose_config
 from dali_pipes.backends.dali import loader as dali_backend
-from dali_pipes.backends.dali.loader import DaliLoader, _Probe, _reason, failure_kind
+from dali_pipes.backends.dali.blame import BadFileSearch, Probe
+from dali_pipes.backends.dali.failures import failure_kind
+from dali_pipes.backends.dali.failures import reason as one_line_reason
+from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.config.specs import loader_spec
 from dali_pipes.tools.pack import run_pack
 
@@ -144,7 +147,7 @@ def test_a_real_dali_decoder_error_is_data_and_its_reason_one_line(
     live_decode_error: RuntimeError,
 ) -> None:
     assert failure_kind(live_decode_error) == "data"
-    reason = _reason(live_decode_error)
+    reason = one_line_reason(live_decode_error)
     assert "\n" not in reason and "pipeline" not in reason.lower()
     assert reason.startswith(("nvImageCodec failure", "Failed to decode sample")), reason
 
@@ -170,15 +173,15 @@ def test_gpu_failures_while_producing_a_batch_propagate_unchanged_with_a_hint_an
     small_tree(tmp_path, {"a": 3})
     message = str(failure)
 
-    def broken(self: DaliLoader, outputs: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:  # DALI's outputs -> torch, failing
         raise failure
 
     def never(*args: Any) -> Any:
         raise AssertionError("searched for a bad file after a GPU failure")
 
-    monkeypatch.setattr(DaliLoader, "_to_torch", broken)
-    monkeypatch.setattr(DaliLoader, "_culprits", never)
-    monkeypatch.setattr(_Probe, "__call__", never)
+    monkeypatch.setattr(dali_backend, "to_torch", broken)
+    monkeypatch.setattr(BadFileSearch, "culprits", never)
+    monkeypatch.setattr(Probe, "__call__", never)
     loader = loader_for(tmp_path)
     with pytest.raises(type(failure)) as exc:
         next(iter(loader))
@@ -203,13 +206,13 @@ def test_a_file_only_the_decoder_rejects_is_named_or_skipped(
     bad = tmp_path / "a" / "1b_no_scan.jpg"
     bad.write_bytes(scanless_jpeg())  # its header reads fine: DALI's decoder finds it
     probed: list[int] = []
-    real = _Probe.__call__
+    real = Probe.__call__
 
-    def counting(self: _Probe, *args: Any) -> str:
+    def counting(self: Probe, *args: Any) -> str:
         probed.append(1)
         return real(self, *args)
 
-    monkeypatch.setattr(_Probe, "__call__", counting)
+    monkeypatch.setattr(Probe, "__call__", counting)
     with pytest.raises(DataError) as exc:
         list(loader_for(tmp_path))
     assert str(bad) in one_line(exc) and probed
@@ -224,10 +227,10 @@ def test_a_decoder_error_no_file_explains_stays_dalis_error_with_a_note(
     small_tree(tmp_path, {"a": 3})
     failure = RuntimeError(dali_error("Failed to decode sample #1 : "))
 
-    def broken(self: DaliLoader, outputs: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:  # DALI's outputs -> torch, failing
         raise failure
 
-    monkeypatch.setattr(DaliLoader, "_to_torch", broken)
+    monkeypatch.setattr(dali_backend, "to_torch", broken)
     with pytest.raises(RuntimeError) as exc:
         next(iter(loader_for(tmp_path)))
     assert exc.value is failure and not isinstance(exc.value, DataError)
@@ -246,7 +249,7 @@ def test_the_probe_decodes_with_the_graphs_own_op_and_crop_window(
     data = jpeg_bytes(240, 320, seed=2)
     blob = np.frombuffer(data[: len(data) // 8], np.uint8)
     loader = loader_for(tmp_path, f"backend.roi_decode={str(roi).lower()}")
-    probe = _Probe(loader)
+    probe = Probe(loader.graph, loader.device_hint)
     top = probe(blob, np.array([0, 0], np.float32), np.array([16, 8], np.float32))
     bottom = probe(blob, np.array([0, 200], np.float32), np.array([16, 8], np.float32))
     probe.close()
@@ -374,7 +377,7 @@ def test_dali_cpu_for_a_gpu_model_decodes_on_the_cpu_and_lets_dali_copy_to_the_g
     monkeypatch.setattr(
         dali_backend, "loader_devices", lambda spec: (torch.device("cpu"), torch.device("cuda", 0))
     )
-    monkeypatch.setattr(DaliLoader, "_check_dali_gpu", lambda self: None)
+    monkeypatch.setattr(dali_backend, "require_dali_gpu", lambda *devices: None)
     spec = loader_spec(folder_cfg(identity_tree, "augment=randaugment"), "train")
     loader = DaliLoader(spec)
     assert loader.made == torch.device("cpu") and loader.device == torch.device("cuda", 0)

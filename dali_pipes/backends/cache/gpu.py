@@ -34,8 +34,10 @@ import torch
 
 from dali_pipes.backends.base import BadFiles
 from dali_pipes.backends.cache.store import DecodedImages
+from dali_pipes.backends.dali.failures import Failure
+from dali_pipes.backends.dali.feed import Feed, InFlight
 from dali_pipes.backends.dali.graph import CachedPixels, GraphInputs
-from dali_pipes.backends.dali.loader import DaliLoader, Failure, Feed, InFlight
+from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.runtime.distributed import cpu_share
 
@@ -138,8 +140,8 @@ class DaliCachedLoader(DaliLoader):
         )
         raise failure
 
-    def _device_hint(self, kind: Failure) -> str:
-        hint = super()._device_hint(kind)
+    def device_hint(self, kind: Failure) -> str:
+        hint = super().device_hint(kind)
         if kind == "memory":
             hint += "; or data.cache=ram, which holds the decoded images in host memory"
         return hint

@@ -1,0 +1,83 @@
+"""Pipelines' lives: ended before DALI's own exit hook, and released on a safe thread.
+
+Loaders holding a pipeline are closed at interpreter exit before DALI shuts its pipelines
+down (:func:`opened`). Pipelines of loaders the garbage collector found on a thread other
+than the one that built them (:func:`orphan`) are released on a thread of the program's
+own, at the next build, close or exit (:func:`release_orphans`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from typing import Any, Protocol
+
+
+class Closing(Protocol):
+    """A loader that can end its epoch and pipeline without draining it."""
+
+    def close_at_exit(self) -> None: ...
+
+
+# Loaders with a pipeline, closed at interpreter exit before DALI shuts its pipelines down.
+_open_loaders: weakref.WeakSet[Any] = weakref.WeakSet()
+_exit_hook = False
+
+# Pipelines of loaders the garbage collector found on a thread other than the one that
+# built them. The CPU graph runs Python (the resize's ``python_function``) on DALI's
+# threads, so a collection can run there; destroying or draining a pipeline from one of
+# its own threads (or one whose threads wait for the GIL) deadlocks. They are kept here
+# and released on a thread of the program's own: at the next build, close or exit.
+_orphans: list[Any] = []
+_orphans_lock = threading.Lock()
+
+
+def release_orphans() -> None:
+    """Destroy the pipelines kept by :func:`orphan`, here, on the caller's thread."""
+    with _orphans_lock:
+        orphans = _orphans[:]
+        _orphans.clear()
+    del orphans  # the pipelines are destroyed here, on the caller's thread
+
+
+def _close_open_loaders() -> None:
+    """Close every loader still holding a pipeline, without draining it.
+
+    DALI's own atexit hook shuts every pipeline down; a suspended epoch (a script that
+    stopped after ``next(iter(loader))``) would then be finalised during interpreter
+    teardown, drain a pipeline that is gone and print "Exception ignored in ...". Run
+    before DALI's hook (atexit runs hooks in reverse order of registration, and this one is
+    registered after DALI is imported), it ends those epochs while their pipelines live.
+    """
+    for loader in list(_open_loaders):
+        loader.close_at_exit()
+    release_orphans()
+
+
+def _register_exit_hook() -> None:
+    """Register :func:`_close_open_loaders` once, after DALI's own hook (atexit runs
+    hooks in reverse order of registration)."""
+    global _exit_hook
+    if not _exit_hook:
+        import nvidia.dali.pipeline  # noqa: F401 - DALI's shutdown hook is registered first
+
+        atexit.register(_close_open_loaders)
+        _exit_hook = True
+
+
+def opened(loader: Closing) -> None:
+    """``loader`` now holds a built pipeline: close it at exit, before DALI's hook."""
+    _register_exit_hook()
+    _open_loaders.add(loader)
+
+
+def closed(loader: Closing) -> None:
+    """``loader`` released its pipeline."""
+    _open_loaders.discard(loader)
+
+
+def orphan(pipe: Any) -> None:
+    """Keep ``pipe`` for a safe thread to destroy (:func:`release_orphans`)."""
+    with _orphans_lock:
+        _orphans.append(pipe)
