@@ -49,9 +49,9 @@ from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devic
 from dali_pipes.runtime.distributed import cpu_share
 from dali_pipes.tools.bench import environment
 from dali_pipes.train.loop import StepConfig, train_one_epoch
+from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
 from dali_pipes.train.recipe import trainer_spec
-from dali_pipes.train.run import build_model
 
 log = logging.getLogger("dali_pipes.doctor")
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from dali_pipes.errors import DaliPipesError
@@ -93,3 +95,32 @@ def load(path: Path) -> dict[str, Any]:
             f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null"
         ) from None
     return state
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This process's random generators, as tensors and plain numbers only, so that a
+    checkpoint loads with ``torch.load(weights_only=True)`` (NumPy's state is an array)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "python": random.getstate(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    saved = state["numpy"]
+    keys = saved["keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, saved["pos"], saved["has_gauss"], saved["gauss"]))
+    random.setstate(state["python"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)

@@ -7,7 +7,6 @@ either; accuracy counts a soft target's largest class as the label."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -192,7 +191,3 @@ def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepCo
     stats.loss_sum, stats.correct1, stats.correct5 = (float(v) for v in totals.cpu())
     stats.seconds = time.perf_counter() - start
     return stats
-
-
-def safe_div(a: float, b: float) -> float:
-    return a / b if b else math.nan

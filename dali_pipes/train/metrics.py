@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,50 @@ def summary_line(row: dict[str, Any]) -> str:
     if row.get("skipped"):
         parts.append(f"{row['skipped']} bad files skipped")
     return " | ".join(parts)
+
+
+def epoch_row(
+    epoch: int,
+    lr: float,
+    tr: list[float],
+    va: list[float],
+    wait: float,
+    secs: float,
+    world: int,
+    ema: list[float] | None = None,
+) -> dict[str, Any]:
+    loss_sum, correct1, samples = tr
+    vloss, v1, v5, vn = va
+    row = {
+        "epoch": epoch,
+        "lr": lr,
+        "train_loss": safe_div(loss_sum, samples),
+        "train_top1": safe_div(correct1, samples),
+        "val_loss": safe_div(vloss, vn),
+        "val_top1": safe_div(v1, vn),
+        "val_top5": safe_div(v5, vn),
+    }
+    if ema is not None:  # the EMA weights on the same validation set
+        eloss, e1, e5, en = ema
+        row |= {
+            "ema_val_loss": safe_div(eloss, en),
+            "ema_val_top1": safe_div(e1, en),
+            "ema_val_top5": safe_div(e5, en),
+        }
+    return row | {
+        "samples": int(samples),
+        "images_per_s": safe_div(samples, secs),
+        "data_wait": safe_div(wait, secs * world),
+        "epoch_seconds": secs,
+    }
+
+
+def epoch_summary(row: dict[str, Any]) -> str:
+    """The epoch's summary line, with the EMA model's validation figures when there is one."""
+    keys = [k for k in ("ema_val_loss", "ema_val_top1", "ema_val_top5") if k in row]
+    return " | ".join([summary_line(row), *(f"{k} {row[k]:.4f}" for k in keys)])
+
+
+def safe_div(a: float, b: float) -> float:
+    """``a / b``, NaN for an empty denominator (an epoch with no samples)."""
+    return a / b if b else math.nan

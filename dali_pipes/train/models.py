@@ -1,13 +1,19 @@
-"""Models not in torchvision: a small CNN for the embedded sample dataset.
+"""The model a config names (``model.arch``), and one torchvision lacks: a small CNN for
+the embedded sample dataset.
 
-ResNets come straight from torchvision (``conf/model/resnet*.yaml``); this one exists so
-the default ``python -m dali_pipes.train`` learns something real in CPU minutes.
+ResNets come straight from torchvision (``conf/model/resnet*.yaml``); the small CNN exists
+so the default ``python -m dali_pipes.train`` learns something real in CPU minutes.
 """
 
 from __future__ import annotations
 
+import hydra
 import torch
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig
 from torch import nn
+
+from dali_pipes.errors import ConfigError
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -34,3 +40,14 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x).mean(dim=(2, 3)))
+
+
+def build_model(cfg: DictConfig, num_classes: int) -> nn.Module:
+    """``cfg.model.arch`` built for ``num_classes`` (one line if it cannot be)."""
+    try:
+        model: nn.Module = hydra.utils.instantiate(cfg.model.arch, num_classes=num_classes)
+    except InstantiationException as exc:
+        raise ConfigError(
+            f"model={cfg.model.name!r} cannot be built: {str(exc).splitlines()[0]}"
+        ) from None
+    return model

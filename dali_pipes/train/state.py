@@ -1,0 +1,95 @@
+"""What a training run builds before its first step: the model (on its device, in its
+memory format), its EMA, the DDP and ``torch.compile`` wrappers, the optimizer, the
+schedule, the AMP scaler, the loss and the step's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.optim.swa_utils import AveragedModel
+
+from dali_pipes.config.trainer import TrainerSpec
+from dali_pipes.runtime import distributed
+from dali_pipes.train.ema import make_ema
+from dali_pipes.train.loop import StepConfig
+from dali_pipes.train.losses import TargetLoss, make_criterion
+from dali_pipes.train.models import build_model
+from dali_pipes.train.optimizers import make_optimizer
+from dali_pipes.train.schedules import make_scheduler
+
+
+@dataclass
+class TrainingState:
+    """Everything a checkpoint saves and a step uses; ``net`` is what the step calls (the
+    model inside DDP and ``torch.compile``), ``model`` the plain one checkpoints hold."""
+
+    spec: TrainerSpec
+    model: nn.Module
+    net: nn.Module
+    ema: AveragedModel | None
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    scaler: torch.amp.GradScaler
+    criterion: TargetLoss
+    step: StepConfig
+    autocast: torch.dtype | None
+    channels_last: bool
+    global_batch: int
+    world: int
+
+
+def build_state(
+    cfg: DictConfig, spec: TrainerSpec, loader: Any, device: torch.device, main: bool
+) -> TrainingState:
+    """The run's state for ``loader`` (the training split's) on ``device``."""
+    world = distributed.placement().world_size
+    channels_last = spec.use_channels_last(device)
+    model = build_model(cfg, loader.num_classes).to(device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    # The EMA copies the plain model, before DDP attaches anything to its parameters.
+    ema = make_ema(model, spec.ema_decay) if spec.ema_decay is not None else None
+    ddp = (
+        DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if distributed.active()
+        else model
+    )
+    global_batch = loader.batch_size * world
+    steps = (
+        len(loader)
+        if spec.max_steps_per_epoch is None
+        else min(len(loader), spec.max_steps_per_epoch)
+    )
+    optimizer = make_optimizer(model, spec, global_batch)
+    autocast = spec.autocast_dtype(device)
+    step = StepConfig(
+        autocast,
+        channels_last,
+        spec.max_steps_per_epoch,
+        progress=main,
+        clip_grad_norm=spec.clip_grad_norm,
+    )
+    # Compiled on top of DDP (Dynamo splits the graph at DDP's buckets, so the all-reduce
+    # still overlaps the backward); checkpoints keep the plain ``model``'s state_dict (no
+    # ``_orig_mod.`` prefix), so they load with or without compile.
+    net: nn.Module = torch.compile(ddp) if spec.compile else ddp  # type: ignore[assignment]
+    return TrainingState(
+        spec=spec,
+        model=model,
+        net=net,
+        ema=ema,
+        optimizer=optimizer,
+        scheduler=make_scheduler(optimizer, spec, steps, spec.epochs * steps),
+        scaler=torch.amp.GradScaler(device.type, enabled=autocast == torch.float16),
+        criterion=make_criterion(spec),
+        step=step,
+        autocast=autocast,
+        channels_last=channels_last,
+        global_batch=global_batch,
+        world=world,
+    )
