@@ -1,139 +1,72 @@
-"""The image operations of AutoAugment, RandAugment and TrivialAugmentWide, shared by the three.
+"""A slot of AutoAugment, RandAugment and TrivialAugmentWide, realised by each backend.
 
-A *slot* is one application: which operation (an index into :data:`OPS`) and its signed
+A *slot* is one application: which operation (an index into the registry of
+:mod:`~dali_pipes.augment.auto.operations`, one record per operation) and its signed
 magnitude value (torchvision's: a shear factor, pixels, degrees, an enhance offset, bits,
 a threshold fraction). The policy ops (:mod:`~dali_pipes.augment.ops.randaugment`,
-:mod:`~dali_pipes.augment.ops.trivialaugment`, :mod:`~dali_pipes.augment.ops.autoaugment`) draw
-slots; this module turns slots into
+:mod:`~dali_pipes.augment.ops.trivialaugment`, :mod:`~dali_pipes.augment.ops.autoaugment`)
+draw slots; this module turns slots into
 
-- the torch result, calling ``transforms.v2.functional`` exactly as torchvision's
-  ``_AutoAugmentBase._apply_image_or_video_transform`` does;
+- the torch result: the operation's record's torchvision call;
 - the DALI feed: per slot a branch ``kind`` and the numbers that branch needs (the affine
-  matrix computed here in NumPy, enhance factors, posterize step, solarize threshold), and
-  the DALI graph that picks the branch per sample with DALI conditionals.
+  matrix computed here in NumPy from the record's ``F.affine`` arguments, enhance factors,
+  posterize step, solarize threshold), and the DALI graph that picks the branch per
+  sample with DALI conditionals (on the CPU, the compiled kernel instead).
 
-Magnitude tables are torchvision's (``_AUGMENTATION_SPACE``), written as (low, high) of a
-linear range over ``num_magnitude_bins``, evaluated at a possibly fractional bin so that
-RandAugment's magnitude noise (timm's ``mstd``) moves along the same line.
+Magnitude tables are torchvision's (``_AUGMENTATION_SPACE``), a linear range over
+``num_magnitude_bins`` evaluated at a possibly fractional bin, so that RandAugment's
+magnitude noise (timm's ``mstd``) moves along the same line.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.auto import layout as slot_layout
 from dali_pipes.augment.auto.layout import KINDS
+from dali_pipes.augment.auto.operations import REGISTRY, Range
 from dali_pipes.augment.base import Context, Op, Params, Row, number
 from dali_pipes.errors import require
 
-OPS = (
-    "Identity",
-    "ShearX",
-    "ShearY",
-    "TranslateX",
-    "TranslateY",
-    "Rotate",
-    "Brightness",
-    "Color",
-    "Contrast",
-    "Sharpness",
-    "Posterize",
-    "Solarize",
-    "AutoContrast",
-    "Equalize",
-    "Invert",
-)
-OP_INDEX = {name: i for i, name in enumerate(OPS)}
-
-_KIND_OF = {
-    "Identity": 0,
-    "ShearX": 1,
-    "ShearY": 1,
-    "TranslateX": 1,
-    "TranslateY": 1,
-    "Rotate": 1,
-    "Brightness": 2,
-    "Color": 3,
-    "Contrast": 4,
-    "Sharpness": 5,
-    "Posterize": 6,
-    "Solarize": 7,
-    "AutoContrast": 8,
-    "Equalize": 9,
-    "Invert": 10,
-}
-_KIND_TABLE = np.array([_KIND_OF[name] for name in OPS], dtype=np.int32)  # op index -> kind
 INTERPOLATIONS = ("nearest", "bilinear")
 
 
-@dataclass(frozen=True)
-class Range:
-    """A magnitude table: ``low + (high - low) * bin / (bins - 1)`` (times the image width
-    or height for translations); ``bits`` is posterize's ``8 - round(bin / ((bins-1)/bits))``."""
-
-    low: float = 0.0
-    high: float = 0.0
-    signed: bool = False
-    per: str = ""  # "width" | "height": the range is a fraction of that side
-    bits: int = 0
-
-    def value(self, m: np.ndarray, bins: int, size: tuple[int, int]) -> np.ndarray:
-        """Magnitude values at (fractional) bins ``m``, before the random sign."""
-        t = m / (bins - 1)
-        if self.bits:
-            return np.round(8.0 - t * self.bits)
-        side = {"width": size[1], "height": size[0]}.get(self.per, 1.0)
-        return (self.low + (self.high - self.low) * t) * side
+def __getattr__(name: str) -> Any:
+    """Views of the registry, current whenever read (an operation registered later is in
+    them): ``OPS`` (names by index), ``OP_INDEX``, and the ``STANDARD`` (RandAugment,
+    AutoAugment) and ``WIDE`` (TrivialAugmentWide) magnitude tables."""
+    if name == "OPS":
+        return tuple(REGISTRY)
+    if name == "OP_INDEX":
+        return {op: i for i, op in enumerate(REGISTRY)}
+    if name in ("STANDARD", "WIDE"):
+        return table(name.lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_ENHANCE = Range(0.0, 0.9, signed=True)
-#: RandAugment's and AutoAugment's table (torchvision).
-STANDARD: dict[str, Range | None] = {
-    "Identity": None,
-    "ShearX": Range(0.0, 0.3, signed=True),
-    "ShearY": Range(0.0, 0.3, signed=True),
-    "TranslateX": Range(0.0, 150.0 / 331.0, signed=True, per="width"),
-    "TranslateY": Range(0.0, 150.0 / 331.0, signed=True, per="height"),
-    "Rotate": Range(0.0, 30.0, signed=True),
-    "Brightness": _ENHANCE,
-    "Color": _ENHANCE,
-    "Contrast": _ENHANCE,
-    "Sharpness": _ENHANCE,
-    "Posterize": Range(bits=4),
-    "Solarize": Range(1.0, 0.0),
-    "AutoContrast": None,
-    "Equalize": None,
-    "Invert": None,
-}
-_WIDE_ENHANCE = Range(0.0, 0.99, signed=True)
-#: TrivialAugmentWide's table (torchvision).
-WIDE: dict[str, Range | None] = {
-    "Identity": None,
-    "ShearX": Range(0.0, 0.99, signed=True),
-    "ShearY": Range(0.0, 0.99, signed=True),
-    "TranslateX": Range(0.0, 32.0, signed=True),
-    "TranslateY": Range(0.0, 32.0, signed=True),
-    "Rotate": Range(0.0, 135.0, signed=True),
-    "Brightness": _WIDE_ENHANCE,
-    "Color": _WIDE_ENHANCE,
-    "Contrast": _WIDE_ENHANCE,
-    "Sharpness": _WIDE_ENHANCE,
-    "Posterize": Range(bits=6),
-    "Solarize": Range(1.0, 0.0),
-    "AutoContrast": None,
-    "Equalize": None,
-}
+def table(which: str) -> dict[str, Range | None]:
+    """The operations in table ``which`` (``standard``, ``wide``), with their ranges."""
+    return {name: op.ranges[which] for name, op in REGISTRY.items() if which in op.ranges}
+
+
+def index(name: str) -> int:
+    """The registry index (the slot's ``op`` value) of operation ``name``."""
+    return list(REGISTRY).index(name)
+
+
+def defaults(policy: str, which: str) -> tuple[str, ...]:
+    """The built-in operations ``policy`` uses by default, from table ``which``."""
+    return tuple(n for n, op in REGISTRY.items() if policy in op.defaults and which in op.ranges)
 
 
 def magnitudes(
-    table: Mapping[str, Range | None],
+    ranges: Mapping[str, Range | None],
     ops: np.ndarray,
     m: np.ndarray,
     negate: np.ndarray,
@@ -143,96 +76,47 @@ def magnitudes(
     """Signed magnitude values of slots: op ``ops`` at bin ``m``, negated where ``negate``
     and the op is signed (torchvision's random sign); 0 for ops without a magnitude."""
     out = np.zeros(len(ops), dtype=np.float64)
-    for name, rng in table.items():
+    for name, rng in ranges.items():
         if rng is None:
             continue
-        rows = ops == OP_INDEX[name]
+        rows = ops == index(name)
         if rows.any():
             value = rng.value(m[rows], bins, size)
             out[rows] = np.where(negate[rows], -value, value) if rng.signed else value
     return out
 
 
-# --------------------------------------------------------------------------- torch
-
-
 def apply_torch(
     image: torch.Tensor, op: int, magnitude: float, interpolation: str, fill: int
 ) -> torch.Tensor:
     """One slot on a uint8 ``[3, H, W]`` image, as torchvision's auto-augment transforms do."""
-    import torchvision.transforms.v2.functional as F
-
-    name = OPS[op]
-    mode = F.InterpolationMode(interpolation)
+    record = REGISTRY[tuple(REGISTRY)[op]]
     fill_: list[float] | None = None if fill == 0 else [float(fill)] * 3
-    if name == "Identity":
-        return image
-    if name in ("ShearX", "ShearY"):
-        degrees = math.degrees(math.atan(magnitude))
-        shear = [degrees, 0.0] if name == "ShearX" else [0.0, degrees]
-        return F.affine(
-            image,
-            angle=0.0,
-            translate=[0, 0],
-            scale=1.0,
-            shear=shear,
-            interpolation=mode,
-            fill=fill_,
-            center=[0, 0],
-        )
-    if name in ("TranslateX", "TranslateY"):
-        shift = [int(magnitude), 0] if name == "TranslateX" else [0, int(magnitude)]
-        return F.affine(
-            image,
-            angle=0.0,
-            translate=shift,
-            scale=1.0,
-            interpolation=mode,
-            shear=[0.0, 0.0],
-            fill=fill_,
-        )
-    if name == "Rotate":
-        return F.rotate(image, angle=magnitude, interpolation=mode, fill=fill_)
-    enhance: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
-        "Brightness": F.adjust_brightness,
-        "Color": F.adjust_saturation,
-        "Contrast": F.adjust_contrast,
-        "Sharpness": F.adjust_sharpness,
-    }
-    if name in enhance:
-        return enhance[name](image, 1.0 + magnitude)
-    if name == "Posterize":
-        return F.posterize(image, bits=int(magnitude))
-    if name == "Solarize":
-        return F.solarize(image, threshold=255.0 * magnitude)
-    if name == "AutoContrast":
-        return F.autocontrast(image)
-    if name == "Equalize":
-        return F.equalize(image)
-    return F.invert(image)
+    return record.torch(image, magnitude, F.InterpolationMode(interpolation), fill_)
 
 
 # --------------------------------------------------------------------------- DALI
 
 
-def _inverse_affine(
-    center: tuple[np.ndarray, np.ndarray],
-    angle: np.ndarray,
-    translate: tuple[np.ndarray, np.ndarray],
-    shear: tuple[np.ndarray, np.ndarray],
-) -> np.ndarray:
-    """torchvision's ``_get_inverse_affine_matrix`` (scale 1), vectorised: ``[B, 2, 3]``
-    mapping output to input coordinates, both relative to the image centre."""
-    rot, sx, sy = np.radians(angle), np.radians(shear[0]), np.radians(shear[1])
-    (cx, cy), (tx, ty) = center, translate
+def _inverse_affine(args: Mapping[str, np.ndarray], size: tuple[int, int], n: int) -> np.ndarray:
+    """torchvision's ``_get_inverse_affine_matrix``, vectorised: ``[n, 2, 3]`` mapping output
+    to input coordinates, both relative to the image centre (or the corner: ``corner``)."""
+    zero, one = np.zeros(n), np.ones(n)
+    corner = args.get("corner", np.zeros(n, bool))
+    h, w = size
+    cx, cy = np.where(corner, -w / 2.0, 0.0), np.where(corner, -h / 2.0, 0.0)
+    tx, ty = args.get("tx", zero), args.get("ty", zero)
+    rot = np.radians(args.get("angle", zero))
+    sx, sy = np.radians(args.get("shx", zero)), np.radians(args.get("shy", zero))
+    scale = args.get("scale", one)
     a = np.cos(rot - sy) / np.cos(sy)
     b = -np.cos(rot - sy) * np.tan(sx) / np.cos(sy) - np.sin(rot)
     c = np.sin(rot - sy) / np.cos(sy)
     d = -np.sin(rot - sy) * np.tan(sx) / np.cos(sy) + np.cos(rot)
-    m = np.zeros((len(angle), 2, 3), dtype=np.float64)
-    m[:, 0, 0], m[:, 0, 1], m[:, 1, 0], m[:, 1, 1] = d, -b, -c, a
-    m[:, 0, 2] = d * (-cx - tx) + (-b) * (-cy - ty) + cx
-    m[:, 1, 2] = (-c) * (-cx - tx) + a * (-cy - ty) + cy
+    m = np.zeros((n, 2, 3), dtype=np.float64)
+    m[:, 0, 0], m[:, 0, 1], m[:, 1, 0], m[:, 1, 1] = d / scale, -b / scale, -c / scale, a / scale
+    m[:, 0, 2] = m[:, 0, 0] * (-cx - tx) + m[:, 0, 1] * (-cy - ty) + cx
+    m[:, 1, 2] = m[:, 1, 0] * (-cx - tx) + m[:, 1, 1] * (-cy - ty) + cy
     return m
 
 
@@ -245,22 +129,20 @@ def warp_matrices(ops: np.ndarray, mags: np.ndarray, size: tuple[int, int]) -> n
     """
     h, w = size
     n = len(ops)
-    zero = np.zeros(n)
-    center_x, center_y = zero.copy(), zero.copy()
-    angle, tx, ty, shx, shy = zero.copy(), zero.copy(), zero.copy(), zero.copy(), zero.copy()
-    shear = (ops == OP_INDEX["ShearX"]) | (ops == OP_INDEX["ShearY"])
-    center_x[shear], center_y[shear] = -w / 2.0, -h / 2.0  # center=[0, 0]: the corner
-    degrees = np.degrees(np.arctan(mags))
-    shx = np.where(ops == OP_INDEX["ShearX"], degrees, 0.0)
-    shy = np.where(ops == OP_INDEX["ShearY"], degrees, 0.0)
-    tx = np.where(ops == OP_INDEX["TranslateX"], np.trunc(mags), 0.0)
-    ty = np.where(ops == OP_INDEX["TranslateY"], np.trunc(mags), 0.0)
-    angle = np.where(ops == OP_INDEX["Rotate"], -mags, 0.0)  # F.rotate passes -angle
-    inv = _inverse_affine((center_x, center_y), angle, (tx, ty), (shx, shy))
+    inv = np.tile(np.eye(3)[:2], (n, 1, 1))
+    for i, op in enumerate(REGISTRY.values()):
+        rows = np.flatnonzero(ops == i)
+        if op.affine is not None and len(rows):
+            inv[rows] = _inverse_affine(op.affine(mags[rows], size), size, len(rows))
     shift = np.array([[1.0, 0.0, w / 2.0], [0.0, 1.0, h / 2.0], [0.0, 0.0, 1.0]])
     unshift = np.array([[1.0, 0.0, -w / 2.0], [0.0, 1.0, -h / 2.0], [0.0, 0.0, 1.0]])
     full = np.concatenate([inv, np.broadcast_to([[[0.0, 0.0, 1.0]]], (n, 1, 3))], axis=1)
     return (shift @ full @ unshift)[:, :2].astype(np.float32)
+
+
+def kind_table() -> np.ndarray:
+    """Operation index -> its DALI branch kind."""
+    return np.array([op.kind for op in REGISTRY.values()], dtype=np.int32)
 
 
 def slot_params(
@@ -279,9 +161,10 @@ def slot_params(
     values torchvision's kernels compute with).
     """
     factor = 1.0 + mags
-    bits = np.clip(np.where(ops == OP_INDEX["Posterize"], mags, 8), 0, 8).astype(np.int64)
+    kinds = kind_table()[ops]
+    bits = np.clip(np.where(kinds == slot_layout.POSTERIZE, mags, 8), 0, 8).astype(np.int64)
     packed = slot_layout.pack(
-        _KIND_TABLE[ops],
+        kinds,
         warp_matrices(ops, mags, size),
         factor.astype(np.float32),
         (1.0 - factor).astype(np.float32),
@@ -337,49 +220,54 @@ def dali_slot(
         )
 
         return slot_kernel.apply(images, packed)
-    fields = slot_layout.FIELDS
+    slot = _Fields(packed, ctx, interpolation, fill)
+    if len(kinds) == 1:  # no choice to make
+        return _BRANCHES[kinds[0]](images, slot)
+    branches = [(k, _branch(k, slot)) for k in kinds]
+    return select(packed[slot_layout.FIELDS.index("kind")], branches, images)
 
-    def field(name: str) -> Any:
+
+class _Fields:
+    """A slot's packed row as the DALI graph's operands, and its warp options."""
+
+    def __init__(self, packed: Any, ctx: Context, interpolation: str, fill: int) -> None:
+        self.packed, self.ctx = packed, ctx
+        self.interpolation, self.fill = interpolation, fill
+
+    def __call__(self, name: str) -> Any:
+        """Field ``name`` as a float operand beside the images."""
         from nvidia.dali import fn, types
 
-        return ctx.operand(fn.cast(packed[fields.index(name)], dtype=types.FLOAT))
+        field = self.packed[slot_layout.FIELDS.index(name)]
+        return self.ctx.operand(fn.cast(field, dtype=types.FLOAT))
 
-    def branch(kind: int) -> Callable[[Any], Any]:
-        name = KINDS[kind]
+    def matrix(self) -> Any:
+        """The 2x3 warp matrix (a CPU node: ``warp_affine`` takes it as a named argument)."""
+        from nvidia.dali import fn, types
 
-        def run(x: Any) -> Any:
-            from nvidia.dali import fn, types
+        start = slot_layout.FIELDS.index("m00")
+        return fn.reshape(fn.cast(self.packed[start : start + 6], dtype=types.FLOAT), shape=[2, 3])
 
-            if name == "affine":
-                start = fields.index("m00")
-                flat = fn.cast(packed[start : start + 6], dtype=types.FLOAT)
-                matrix = fn.reshape(flat, shape=[2, 3])
-                return dali_ops.affine(x, matrix, interpolation, fill)
-            if name == "brightness":
-                return dali_ops.brightness(x, field("factor"))
-            if name == "color":
-                return dali_ops.saturation(x, field("factor"), field("inv"), ctx)
-            if name == "contrast":
-                return dali_ops.contrast(x, field("factor"), field("inv"), ctx)
-            if name == "sharpness":
-                return dali_ops.sharpness(x, field("inv"), ctx)
-            if name == "posterize":
-                return dali_ops.posterize(x, field("step"))
-            if name == "solarize":
-                return dali_ops.solarize(x, field("threshold"))
-            if name == "autocontrast":
-                return dali_ops.autocontrast(x)
-            if name == "equalize":
-                return dali_ops.equalize(x)
-            if name == "invert":
-                return dali_ops.invert(x)
-            return x
 
-        return run
+#: The GPU graph's realisation of each kind (:data:`~dali_pipes.augment.auto.layout.KINDS`).
+_BRANCHES: dict[int, Callable[[Any, _Fields], Any]] = {
+    slot_layout.IDENTITY: lambda x, f: x,
+    slot_layout.AFFINE: lambda x, f: dali_ops.affine(x, f.matrix(), f.interpolation, f.fill),
+    slot_layout.BRIGHTNESS: lambda x, f: dali_ops.brightness(x, f("factor")),
+    slot_layout.COLOR: lambda x, f: dali_ops.saturation(x, f("factor"), f("inv"), f.ctx),
+    slot_layout.CONTRAST: lambda x, f: dali_ops.contrast(x, f("factor"), f("inv"), f.ctx),
+    slot_layout.SHARPNESS: lambda x, f: dali_ops.sharpness(x, f("inv"), f.ctx),
+    slot_layout.POSTERIZE: lambda x, f: dali_ops.posterize(x, f("step")),
+    slot_layout.SOLARIZE: lambda x, f: dali_ops.solarize(x, f("threshold")),
+    slot_layout.AUTOCONTRAST: lambda x, f: dali_ops.autocontrast(x),
+    slot_layout.EQUALIZE: lambda x, f: dali_ops.equalize(x),
+    slot_layout.INVERT: lambda x, f: dali_ops.invert(x),
+}
+assert set(_BRANCHES) == set(range(len(KINDS)))
 
-    if len(kinds) == 1:  # no choice to make
-        return branch(kinds[0])(images)
-    return select(packed[fields.index("kind")], [(k, branch(k)) for k in kinds], images)
+
+def _branch(kind: int, slot: _Fields) -> Callable[[Any], Any]:
+    return lambda x: _BRANCHES[kind](x, slot)
 
 
 def select(index: Any, branches: list[tuple[int, Callable[[Any], Any]]], images: Any) -> Any:
@@ -398,20 +286,22 @@ def select(index: Any, branches: list[tuple[int, Callable[[Any], Any]]], images:
     return images
 
 
-def operations(op: Any, default: tuple[str, ...]) -> tuple[str, ...]:
-    """Validate an op's ``operations`` field: a subset of ``default`` (None: all of it)."""
+def operations(op: Any, default: tuple[str, ...], which: str) -> tuple[str, ...]:
+    """Validate an op's ``operations`` field: registered operations of table ``which``
+    (None: ``default``, the built-in set)."""
     chosen = op.operations
     if chosen is None:
         return default
+    known = tuple(table(which))
     ok = isinstance(chosen, list | tuple) and len(chosen) > 0
-    ok = ok and all(isinstance(name, str) and name in default for name in chosen)
-    require(ok, "operations", chosen, f"choose a non-empty list from {', '.join(default)}")
+    ok = ok and all(isinstance(name, str) and name in known for name in chosen)
+    require(ok, "operations", chosen, f"choose a non-empty list from {', '.join(known)}")
     return tuple(dict.fromkeys(chosen))
 
 
-def kinds_of(table: Mapping[str, Range | None] | tuple[str, ...]) -> tuple[int, ...]:
-    """The DALI branches needed for the operations named in ``table``."""
-    return tuple(sorted({_KIND_OF[name] for name in table}))
+def kinds_of(names: Mapping[str, Any] | tuple[str, ...]) -> tuple[int, ...]:
+    """The DALI branches needed for the operations ``names``."""
+    return tuple(sorted({REGISTRY[name].kind for name in names}))
 
 
 class SlotOp(Op):

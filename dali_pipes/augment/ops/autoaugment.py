@@ -51,7 +51,7 @@ class AutoAugment(auto.SlotOp):
     def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The policy as arrays: op index, probability, magnitude bin, ``[P, 2]`` each."""
         steps = _policy(self.policy)
-        ops = np.array([[auto.OP_INDEX[op] for op, _, _ in s] for s in steps])
+        ops = np.array([[auto.index(op) for op, _, _ in s] for s in steps])
         prob = np.array([[p for _, p, _ in s] for s in steps])
         bins = np.array([[m or 0 for _, _, m in s] for s in steps], dtype=np.float64)
         return ops, prob, bins
@@ -68,13 +68,19 @@ class AutoAugment(auto.SlotOp):
 
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         ops, prob, bins = self._table()
+        standard = auto.table("standard")
         pick = choice(u[:, 0], len(ops))
         params: Params = {}
         for k, prefix in enumerate(self.prefixes()):
             applied = u[:, 1 + 2 * k] <= prob[pick, k]
-            step_ops = np.where(applied, ops[pick, k], auto.OP_INDEX["Identity"])
+            step_ops = np.where(applied, ops[pick, k], auto.index("Identity"))
             mags = auto.magnitudes(
-                auto.STANDARD, step_ops, bins[pick, k], u[:, 2 + 2 * k] <= 0.5, _BINS, ctx.size
+                standard,
+                step_ops,
+                bins[pick, k],
+                u[:, 2 + 2 * k] <= 0.5,
+                _BINS,
+                ctx.size,
             )
             params.update(
                 auto.slot_params(prefix, step_ops, mags, ctx.size, self.interpolation, self.fill)

@@ -21,7 +21,7 @@ from dali_pipes.augment.base import Context, Params, number, register_op
 from dali_pipes.augment.keyed import choice, normal
 
 #: torchvision's RandAugment operations (AutoAugment's table without Invert).
-OPERATIONS = tuple(name for name in auto.STANDARD if name != "Invert")
+OPERATIONS = auto.defaults("randaugment", "standard")
 
 
 @register_op
@@ -29,8 +29,8 @@ OPERATIONS = tuple(name for name in auto.STANDARD if name != "Invert")
 class RandAugment(auto.SlotOp):
     """``num_ops`` random operations at ``magnitude`` (of ``num_magnitude_bins``).
 
-    ``operations`` narrows the choice (names as torchvision's, e.g. ``[Rotate, ShearX]``);
-    null is torchvision's 14.
+    ``operations`` narrows the choice (names as torchvision's, e.g. ``[Rotate, ShearX]``) or
+    names operations registered outside the package; null is torchvision's 14.
     """
 
     name = "randaugment"
@@ -43,7 +43,7 @@ class RandAugment(auto.SlotOp):
     operations: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "operations", auto.operations(self, OPERATIONS))
+        object.__setattr__(self, "operations", auto.operations(self, OPERATIONS, "standard"))
         number(self, "num_ops", 0, integer=True)
         bins = number(self, "num_magnitude_bins", 2, integer=True)
         number(self, "magnitude", 0, bins - 1)
@@ -62,8 +62,9 @@ class RandAugment(auto.SlotOp):
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         params: Params = {}
         top = self.num_magnitude_bins - 1
-        table = {name: auto.STANDARD[name] for name in self.operations}
-        indices = np.array([auto.OP_INDEX[name] for name in self.operations])
+        standard = auto.table("standard")
+        ranges = {name: standard[name] for name in self.operations}
+        indices = np.array([auto.index(name) for name in self.operations])
         for k, prefix in enumerate(self.prefixes()):
             slot = u[:, 4 * k : 4 * k + 4]
             ops = indices[choice(slot[:, 0], len(indices))]
@@ -73,7 +74,7 @@ class RandAugment(auto.SlotOp):
             elif self.mstd > 0:
                 m = m + self.mstd * normal(slot[:, 2], slot[:, 3])
             m = np.clip(m, 0.0, top)
-            mags = auto.magnitudes(table, ops, m, slot[:, 1] <= 0.5, top + 1, ctx.size)
+            mags = auto.magnitudes(ranges, ops, m, slot[:, 1] <= 0.5, top + 1, ctx.size)
             params.update(
                 auto.slot_params(prefix, ops, mags, ctx.size, self.interpolation, self.fill)
             )

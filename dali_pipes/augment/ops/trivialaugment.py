@@ -12,7 +12,7 @@ from dali_pipes.augment.base import Context, Params, number, register_op
 from dali_pipes.augment.keyed import choice
 
 #: torchvision's TrivialAugmentWide operations.
-OPERATIONS = tuple(auto.WIDE)
+OPERATIONS = auto.defaults("trivialaugment", "wide")
 
 
 @register_op
@@ -28,7 +28,7 @@ class TrivialAugment(auto.SlotOp):
     operations: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "operations", auto.operations(self, OPERATIONS))
+        object.__setattr__(self, "operations", auto.operations(self, OPERATIONS, "wide"))
         number(self, "num_magnitude_bins", 2, integer=True)
         self.check_warp()
 
@@ -40,10 +40,10 @@ class TrivialAugment(auto.SlotOp):
 
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         bins = self.num_magnitude_bins
-        indices = np.array([auto.OP_INDEX[name] for name in self.operations])
+        indices = np.array([auto.index(name) for name in self.operations])
         ops = indices[choice(u[:, 0], len(indices))]
         m = choice(u[:, 1], bins).astype(np.float64)
-        mags = auto.magnitudes(auto.WIDE, ops, m, u[:, 2] <= 0.5, bins, ctx.size)
+        mags = auto.magnitudes(auto.table("wide"), ops, m, u[:, 2] <= 0.5, bins, ctx.size)
         return auto.slot_params("", ops, mags, ctx.size, self.interpolation, self.fill)
 
     def torchvision(self) -> Any:
