@@ -79,42 +79,33 @@ class DALIIterator(DaliLoader):
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        where = placement()
-        spec = augment_spec(
-            augment,
-            image_size=image_size,
-            resize_size=resize_size,
-            scale=scale,
-            ratio=ratio,
-            flip_prob=flip_prob,
-            mean=mean,
-            std=std,
-            dtype=dtype,
-            channels_last=channels_last,
-        )
-        sampling = SamplingSpec(
-            seed=seed,
-            shuffle=train if shuffle is None else shuffle,
-            drop_last=drop_last,
-            rank=where.rank if rank is None else rank,
-            world_size=where.world_size if world_size is None else world_size,
-        )
-        backend = DaliBackend(
-            device=device,
-            num_threads=num_threads,
-            prefetch_queue_depth=prefetch_queue_depth,
-            hw_decoder_load=hw_decoder_load,
-        )
-        # Validates these with the config's messages.
-        DataSpec(batch_size=batch_size, on_error=on_error, max_pixels=max_pixels)
+        DataSpec(batch_size=batch_size, on_error=on_error, max_pixels=max_pixels)  # validates
         super().__init__(
             LoaderSpec(
                 source=discover_folder(root, on_error=on_error, exclude=exclude),
                 train=train,
                 batch_size=batch_size,
-                augment=spec,
-                sampling=sampling,
-                backend=backend,
+                augment=augment_spec(
+                    augment,
+                    image_size=image_size,
+                    resize_size=resize_size,
+                    scale=scale,
+                    ratio=ratio,
+                    flip_prob=flip_prob,
+                    mean=mean,
+                    std=std,
+                    dtype=dtype,
+                    channels_last=channels_last,
+                ),
+                sampling=_sampling(
+                    train if shuffle is None else shuffle, drop_last, seed, rank, world_size
+                ),
+                backend=DaliBackend(
+                    device=device,
+                    num_threads=num_threads,
+                    prefetch_queue_depth=prefetch_queue_depth,
+                    hw_decoder_load=hw_decoder_load,
+                ),
                 on_error=on_error,
                 max_pixels=max_pixels,
             )
@@ -184,4 +175,18 @@ def augment_spec(
         val=SplitAugment(crop=val_crop, ops=base.val.ops, batch=base.val.batch),
         imports=base.imports,
         **kept,
+    )
+
+
+def _sampling(
+    shuffle: bool, drop_last: bool, seed: int, rank: int | None, world_size: int | None
+) -> SamplingSpec:
+    """The sampling of this process: rank and world size default to torchrun's."""
+    where = placement()
+    return SamplingSpec(
+        seed=seed,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        rank=where.rank if rank is None else rank,
+        world_size=where.world_size if world_size is None else world_size,
     )

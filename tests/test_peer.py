@@ -23,7 +23,7 @@ from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.tools.bench import run_bench
-from dali_pipes.tools.dali_example import READER, PeerLoader, peer_pipeline
+from dali_pipes.tools.dali_example import READER, ExampleLoader, example_pipeline
 
 SIZE = 32
 BATCH = 8
@@ -43,7 +43,7 @@ def _spec(root: Path, *overrides: str) -> LoaderSpec:
     return loader_spec(cfg, "train", rank=0, world_size=1)
 
 
-def _check_epoch(loader: PeerLoader, spec: LoaderSpec, device: str) -> None:
+def _check_epoch(loader: ExampleLoader, spec: LoaderSpec, device: str) -> None:
     seen = 0
     batches = 0
     for images, labels in loader:
@@ -64,7 +64,7 @@ def _check_epoch(loader: PeerLoader, spec: LoaderSpec, device: str) -> None:
 
 def test_peer_yields_contract_batches_on_real_photos(photos: Path) -> None:
     spec = _spec(photos)
-    with PeerLoader(spec, OPTIONS, device_id=None) as loader:
+    with ExampleLoader(spec, OPTIONS, device_id=None) as loader:
         for _ in range(2):  # every iter() is one whole epoch
             _check_epoch(loader, spec, "cpu")
         assert "crop + flip only" in loader.note and "num_threads=1" in loader.note
@@ -78,7 +78,7 @@ def test_peer_labels_are_the_image_folder_classes(photos: Path) -> None:
     source = spec.source
     assert isinstance(source, ImageSource)
     index = {path: k for k, path in enumerate(source.files)}
-    pipe = peer_pipeline(spec, OPTIONS, device_id=None)
+    pipe = example_pipeline(spec, OPTIONS, device_id=None)
     size = int(pipe.reader_meta(READER)["epoch_size"])
     assert size == len(source)
     files: list[str] = []
@@ -95,13 +95,13 @@ def test_peer_refuses_a_crop_it_cannot_realise(photos: Path) -> None:
     spec = _spec(photos)
     centre = AugmentSpec(train=SplitAugment(crop={"op": "resize_center_crop", "size": SIZE}))
     with pytest.raises(DaliPipesError, match="leave dali-raw") as caught:
-        PeerLoader(replace(spec, augment=centre), OPTIONS, device_id=None)
+        ExampleLoader(replace(spec, augment=centre), OPTIONS, device_id=None)
     assert "\n" not in str(caught.value)
 
 
 def test_peer_notes_the_ops_it_ignores(photos: Path) -> None:
     spec = _spec(photos, "augment=deit", f"augment.train.crop.size={SIZE}")
-    with PeerLoader(spec, OPTIONS, device_id=None) as loader:
+    with ExampleLoader(spec, OPTIONS, device_id=None) as loader:
         assert "ignores mixup, randaugment, random_erasing" in loader.note
         images, _ = next(iter(loader))
         assert images.shape == (BATCH, 3, SIZE, SIZE)
@@ -162,5 +162,5 @@ def test_bench_fails_before_measuring_when_the_peer_cannot_run(
 def test_peer_on_the_gpu_yields_cuda_batches(photos: Path) -> None:
     spec = _spec(photos)
     options = DaliBackend(device="gpu", num_threads=2)
-    with PeerLoader(spec, options, device_id=torch.cuda.current_device()) as loader:
+    with ExampleLoader(spec, options, device_id=torch.cuda.current_device()) as loader:
         _check_epoch(loader, spec, "cuda")

@@ -76,10 +76,10 @@ class GraphCase:
         """The pipeline, defined (not built)."""
         spec = self.spec()
         if self.kind == "peer":
-            from dali_pipes.tools.dali_example import define_peer_pipeline
+            from dali_pipes.tools.dali_example import define_example_pipeline
 
             assert isinstance(spec.backend, DaliBackend)
-            return define_peer_pipeline(spec, spec.backend, self.devices.device_id)
+            return define_example_pipeline(spec, spec.backend, self.devices.device_id)
         # The CPU graph's compiled resize is a python_function's callable: never run here.
         graph = DaliGraph(spec, self.devices, num_threads=1, resize=never_called)
         if self.kind == "decoder":

@@ -21,11 +21,7 @@ import logging
 import math
 import platform
 import sys
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -33,201 +29,43 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends import create_loader
-from dali_pipes.backends.specs import BackendSpec, DaliBackend, SyntheticBackend, TorchBackend
 from dali_pipes.config import cli
-from dali_pipes.config.schemas import BenchSpec, PackSpec
+from dali_pipes.config.schemas import BenchSpec
 from dali_pipes.config.specs import loader_spec, to_spec
-from dali_pipes.data.sources import ImageSource, open_source
-from dali_pipes.data.specs import ShardData
-from dali_pipes.errors import DaliPipesError
-from dali_pipes.runtime.devices import local_gpu
+from dali_pipes.data.sources import ImageSource
+from dali_pipes.errors import DaliPipesError, require
 from dali_pipes.runtime.distributed import cpu_share
-from dali_pipes.tools.measurement import Measurement, measure
+from dali_pipes.tools.bench_candidates import CANDIDATES, DEFAULTS, BenchRun
+from dali_pipes.tools.measurement import Measurement
 
 log = logging.getLogger("dali_pipes.bench")
 
-# --------------------------------------------------------------------------- candidates
-
-
-def _baseline(
-    source: ImageSource, augment: AugmentSpec, batch: int, workers: int, cuda: bool
-) -> Callable[[], Iterable[Any]]:
-    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
-    as torchvision v2 transforms (each op's ``torchvision()``)."""
-    from torch.utils.data import DataLoader
-    from torchvision import datasets
-    from torchvision.transforms import v2
-
-    try:
-        steps = augment.pipeline(True).torchvision()
-    except NotImplementedError as exc:
-        raise DaliPipesError(
-            f"bench baseline: {exc}; leave baseline out of bench.candidates"
-        ) from None
-    transform = v2.Compose(
-        [
-            *steps,
-            v2.PILToTensor(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(augment.mean, augment.std),
-        ]
-    )
-    dataset = datasets.ImageFolder(source.root, transform=transform)
-    loader = DataLoader(
-        dataset,
-        batch_size=batch,
-        shuffle=True,
-        num_workers=workers,
-        pin_memory=cuda,
-        persistent_workers=workers > 0,
-    )
-
-    def epoch() -> Iterable[Any]:
-        for images, labels in loader:
-            if cuda:  # the copy the user's loop would make
-                images = images.cuda(non_blocking=True)
-                labels = labels.cuda(non_blocking=True)
-            yield images, labels
-
-    return epoch
-
-
-def _decode_worker(paths: list[str], images: int) -> float:
-    from torchvision.io import ImageReadMode, decode_image, read_file
-
-    torch.set_num_threads(1)
-    blobs = [read_file(p) for p in paths]
-    start, done = time.perf_counter(), 0
-    while done < images:
-        for blob in blobs:
-            decode_image(blob, mode=ImageReadMode.RGB)
-            done += 1
-            if done >= images:
-                break
-    return time.perf_counter() - start
-
-
-def decode_ceiling(source: ImageSource, cores: int, images: int, repeats: int) -> Measurement:
-    """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
-    result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
-    shards = [list(source.files[i::cores]) for i in range(cores)]
-    per = max(1, images // cores)
-    with get_context("spawn").Pool(cores) as pool:
-        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
-        for _ in range(repeats):
-            start = time.perf_counter()
-            pool.starmap(_decode_worker, [(s, per) for s in shards])
-            result.rates.append(per * cores / (time.perf_counter() - start))
-    return result
-
-
-def _backend_for(cfg: DictConfig, name: str, device: str) -> BackendSpec:
-    """The configured backend options when they are for this backend, else its defaults."""
-    kind: type[BackendSpec] = {
-        "dali": DaliBackend,
-        "torch": TorchBackend,
-        "synthetic": SyntheticBackend,
-    }[name]
-    base = to_spec(cfg.backend, BackendSpec)
-    fields = asdict(base) if base.name == name else {}
-    return kind(**{**fields, "name": name, "device": device})
-
-
-# --------------------------------------------------------------------------- run
-
 
 def run_bench(cfg: DictConfig) -> dict[str, Any]:
+    """Measure ``bench.candidates`` (empty: the defaults) on the train split of ``cfg``'s
+    data; print the table, write the JSON report, return it."""
     bench = to_spec(cfg.bench, BenchSpec)
+    names = bench.candidates or DEFAULTS
+    unknown = sorted(set(names) - set(CANDIDATES))
+    require(not unknown, "bench.candidates", unknown, f"choose from {', '.join(CANDIDATES)}")
     spec = loader_spec(cfg, "train", rank=0, world_size=1)
     source = spec.source
     if not isinstance(source, ImageSource):
         raise DaliPipesError("bench needs image files: use data=folder, imagenet or sample")
     cores = cpu_share()
     workers = cores if bench.workers is None else bench.workers
-    cuda = torch.cuda.is_available()
+    run = BenchRun(cfg, bench, spec, source, cores, workers, torch.cuda.is_available())
+    if {"dali-raw", "dali-raw-gpu"} & set(names):
+        from dali_pipes.tools.dali_example import example_crop
 
-    def timed(name: str, epochs: Callable[[], Iterable[Any]]) -> Measurement:
-        return measure(
-            name,
-            epochs,
-            warmup_images=bench.warmup_images,
-            min_images=bench.min_images,
-            repeats=bench.repeats,
-            cores=cores,
-        )
-
-    def with_backend(name: str, backend: BackendSpec, **changes: Any) -> Callable[[], Measurement]:
-        def run() -> Measurement:
-            start = time.perf_counter()
-            # Each candidate hands batches over where it makes them: a trainer.device of the
-            # config would move some candidates' batches and not others.
-            candidate = replace(spec, backend=backend, output_device=None, **changes)
-            with create_loader(candidate) as loader:
-                built = time.perf_counter() - start
-                result = timed(name, lambda: loader)
-            if changes.get("cache"):
-                result.note = f"decoded once in {built:.1f} s before timing"
-            return result
-
-        return run
-
-    def on_shards(name: str, backend: BackendSpec) -> Callable[[], Measurement]:
-        def run() -> Measurement:
-            shards = _packed(cfg, bench.shards)
-            result = with_backend(name, backend, source=shards)()
-            result.note = f"{len(shards.layout.tars)} shards in {bench.shards}"  # type: ignore[union-attr]
-            return result
-
-        return run
-
-    def peer(name: str, device_id: Callable[[], int | None]) -> Callable[[], Measurement]:
-        """DALI's own example pipeline (:mod:`~dali_pipes.tools.dali_example`), our threads."""
-
-        def run() -> Measurement:
-            from dali_pipes.tools.dali_example import PeerLoader
-
-            options = _backend_for(cfg, "dali", "auto")
-            assert isinstance(options, DaliBackend)
-            with PeerLoader(spec, options, device_id()) as loader:
-                result = timed(name, lambda: loader)
-            result.note = loader.note
-            return result
-
-        return run
-
-    if {"dali-raw", "dali-raw-gpu"} & set(bench.candidates):
-        from dali_pipes.tools.dali_example import peer_crop
-
-        peer_crop(spec)  # a crop the peer cannot realise fails now, before any measuring
-
-    torch_backend = _backend_for(cfg, "torch", "auto")
-    assert isinstance(torch_backend, TorchBackend)
-    runners: dict[str, Callable[[], Measurement]] = {
-        "baseline": lambda: timed(
-            "baseline", _baseline(source, spec.augment, spec.batch_size, workers, cuda)
-        ),
-        "torch": with_backend("torch", replace(torch_backend, num_workers=workers)),
-        "dali-cpu": with_backend("dali-cpu", _backend_for(cfg, "dali", "cpu")),
-        "dali-gpu": with_backend("dali-gpu", _backend_for(cfg, "dali", "gpu")),
-        "synthetic": with_backend("synthetic", _backend_for(cfg, "synthetic", "auto")),
-        "decode": lambda: decode_ceiling(source, cores, bench.min_images, bench.repeats),
-        "torch-shards": on_shards("torch-shards", replace(torch_backend, num_workers=workers)),
-        "dali-cpu-shards": on_shards("dali-cpu-shards", _backend_for(cfg, "dali", "cpu")),
-        "dali-gpu-shards": on_shards("dali-gpu-shards", _backend_for(cfg, "dali", "gpu")),
-        "cache-ram": with_backend("cache-ram", torch_backend, cache="ram"),
-        "cache-gpu": with_backend("cache-gpu", replace(torch_backend, device="gpu"), cache="gpu"),
-        "dali-raw": peer("dali-raw", lambda: None),
-        "dali-raw-gpu": peer("dali-raw-gpu", lambda: local_gpu().index),  # dali-gpu's GPU
-    }
+        example_crop(spec)  # a crop the peer cannot realise fails now, before any measuring
     results: list[Measurement] = []
-    for name in tqdm(bench.candidates, desc="bench", unit="loader", disable=None):
-        if name in ("dali-gpu", "dali-gpu-shards", "cache-gpu", "dali-raw-gpu") and not cuda:
+    for name in tqdm(names, desc="bench", unit="loader", disable=None):
+        if CANDIDATES[name].gpu and not run.cuda:
             results.append(Measurement(name, note="skipped: no CUDA device"))
             continue
         log.info("measuring %s", name)
-        results.append(runners[name]())
+        results.append(CANDIDATES[name].measure(run))
 
     report = _report(cfg, source, spec.batch_size, workers, results)
     out = Path(bench.out)
@@ -236,21 +74,6 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     print(markdown(report))
     print(f"\nwritten to {out}")
     return report
-
-
-def _packed(cfg: DictConfig, where: str) -> ImageSource:
-    """The train split of the bench's data, packed at ``where`` (packed now if absent)."""
-    from dali_pipes.data.shards import MANIFEST
-    from dali_pipes.tools.pack import run_pack
-
-    if not (Path(where) / MANIFEST).exists():
-        log.info("packing the data into %s for the *-shards candidates", where)
-        pack_cfg = OmegaConf.create({"data": cfg.data, "out": where, "pack": {}})
-        pack_cfg.pack = OmegaConf.structured(PackSpec)
-        run_pack(pack_cfg)
-    source = open_source(ShardData(root=where), "train")
-    assert isinstance(source, ImageSource)
-    return source
 
 
 def environment() -> dict[str, Any]:

@@ -14,7 +14,7 @@ It is a yardstick, not a loader of this package: it keeps nothing of the batch c
 that DALI's reader does not give (DistributedSampler order and padding, ``set_epoch``,
 resume, skip-on-error), and of the configured training pipeline it realises only the
 ``random_resized_crop`` and the ``hflip`` probability; other ops and batch ops (mixup,
-erasing) are ignored (said in :attr:`PeerLoader.note`).
+erasing) are ignored (said in :attr:`ExampleLoader.note`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _DEVICE_MEMORY_PADDING = 211025920
 _HOST_MEMORY_PADDING = 140544512
 
 
-def peer_crop(spec: LoaderSpec) -> RandomResizedCrop:
+def example_crop(spec: LoaderSpec) -> RandomResizedCrop:
     """The configured training crop, which the peer can realise only when it is
     ``random_resized_crop``; anything else raises a one-line :class:`DaliPipesError`."""
     crop = spec.augment.pipeline(True).crop
@@ -60,73 +60,25 @@ def _folder(spec: LoaderSpec) -> ImageSource:
     return source
 
 
-def peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
+def example_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
     """DALI's example training pipeline over ``spec``'s folder, built
-    (:func:`define_peer_pipeline`)."""
-    pipe = define_peer_pipeline(spec, options, device_id)
+    (:func:`define_example_pipeline`)."""
+    pipe = define_example_pipeline(spec, options, device_id)
     pipe.build()
     return pipe
 
 
-def define_peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
+def define_example_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> Any:
     """DALI's example training pipeline over ``spec``'s folder, defined but not built.
 
     ``device_id=None``: every operator on the CPU (``decoders`` on ``cpu``); a GPU index:
     ``mixed`` decoding (nvJPEG) and the rest on that GPU, labels copied there too. Threads,
     prefetch depth and seed are those dali_pipes' DALI loader takes from ``options``/``spec``.
     """
-    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali import pipeline_def
 
-    source = _folder(spec)
-    crop = peer_crop(spec)
-    pipeline = spec.augment.pipeline(True)
-    flips = [op.p for op in pipeline.ops if isinstance(op, HorizontalFlip)]
-    size = crop.size_at(0)
-    aug = spec.augment
-    gpu = device_id is not None
-
-    @pipeline_def
-    def example() -> tuple[Any, Any]:
-        jpegs, labels = fn.readers.file(
-            file_root=source.root,
-            shard_id=spec.sampling.rank,
-            num_shards=spec.sampling.world_size,
-            random_shuffle=True,
-            pad_last_batch=True,
-            name=READER,
-        )
-        decoder: dict[str, Any] = {}
-        if gpu:
-            decoder = {
-                "device_memory_padding": _DEVICE_MEMORY_PADDING,
-                "host_memory_padding": _HOST_MEMORY_PADDING,
-                "hw_decoder_load": options.hw_decoder_load,
-            }
-        images = fn.decoders.image_random_crop(
-            jpegs,
-            device="mixed" if gpu else "cpu",
-            output_type=types.RGB,
-            random_area=list(crop.scale),
-            random_aspect_ratio=list(crop.ratio),
-            num_attempts=100,
-            **decoder,
-        )
-        images = fn.resize(
-            images, resize_x=size, resize_y=size, interp_type=types.INTERP_TRIANGULAR
-        )
-        mirror = fn.random.coin_flip(probability=flips[0]) if flips else 0
-        images = fn.crop_mirror_normalize(
-            images,
-            dtype=types.FLOAT,
-            output_layout="CHW",
-            crop=(size, size),
-            mean=[255 * m for m in aug.mean],
-            std=[255 * s for s in aug.std],
-            mirror=mirror,
-        )
-        return images, labels.gpu() if gpu else labels
-
-    return example(
+    graph = pipeline_def(lambda: _example_graph(spec, options, device_id is not None))
+    return graph(
         batch_size=spec.batch_size,
         num_threads=options.num_threads or cpu_share(),
         device_id=device_id,
@@ -135,7 +87,55 @@ def define_peer_pipeline(spec: LoaderSpec, options: DaliBackend, device_id: int 
     )
 
 
-class PeerLoader:
+def _example_graph(spec: LoaderSpec, options: DaliBackend, gpu: bool) -> tuple[Any, Any]:
+    """readers.file -> decoders.image_random_crop -> resize -> crop_mirror_normalize with a
+    coin-flip mirror, as DALI's example writes it."""
+    from nvidia.dali import fn, types
+
+    source = _folder(spec)
+    crop = example_crop(spec)
+    flips = [op.p for op in spec.augment.pipeline(True).ops if isinstance(op, HorizontalFlip)]
+    size = crop.size_at(0)
+    aug = spec.augment
+    jpegs, labels = fn.readers.file(
+        file_root=source.root,
+        shard_id=spec.sampling.rank,
+        num_shards=spec.sampling.world_size,
+        random_shuffle=True,
+        pad_last_batch=True,
+        name=READER,
+    )
+    decoder: dict[str, Any] = {}
+    if gpu:
+        decoder = {
+            "device_memory_padding": _DEVICE_MEMORY_PADDING,
+            "host_memory_padding": _HOST_MEMORY_PADDING,
+            "hw_decoder_load": options.hw_decoder_load,
+        }
+    images = fn.decoders.image_random_crop(
+        jpegs,
+        device="mixed" if gpu else "cpu",
+        output_type=types.RGB,
+        random_area=list(crop.scale),
+        random_aspect_ratio=list(crop.ratio),
+        num_attempts=100,
+        **decoder,
+    )
+    images = fn.resize(images, resize_x=size, resize_y=size, interp_type=types.INTERP_TRIANGULAR)
+    mirror = fn.random.coin_flip(probability=flips[0]) if flips else 0
+    images = fn.crop_mirror_normalize(
+        images,
+        dtype=types.FLOAT,
+        output_layout="CHW",
+        crop=(size, size),
+        mean=[255 * m for m in aug.mean],
+        std=[255 * s for s in aug.std],
+        mirror=mirror,
+    )
+    return images, labels.gpu() if gpu else labels
+
+
+class ExampleLoader:
     """The peer pipeline behind DALI's ``DALIClassificationIterator``, as (images, labels).
 
     Each ``iter()`` is one epoch of the shard DALI's reader gives this rank; the labels are
@@ -146,7 +146,7 @@ class PeerLoader:
     def __init__(self, spec: LoaderSpec, options: DaliBackend, device_id: int | None) -> None:
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
 
-        self.pipe = peer_pipeline(spec, options, device_id)
+        self.pipe = example_pipeline(spec, options, device_id)
         policy = LastBatchPolicy.DROP if spec.sampling.drop_last else LastBatchPolicy.PARTIAL
         self._iterator: Any = DALIClassificationIterator(
             self.pipe, reader_name=READER, last_batch_policy=policy, auto_reset=True
@@ -163,7 +163,7 @@ class PeerLoader:
             f"DALI's ResNet-50 example pipeline, num_threads={options.num_threads or cpu_share()}",
             "crop + flip only" + (f" (ignores {', '.join(ignored)})" if ignored else ""),
         ]
-        crop = peer_crop(spec)
+        crop = example_crop(spec)
         if crop.size_at(0) != crop.size:
             parts.append(f"fixed crop size {crop.size_at(0)} (no resolution schedule)")
         if spec.augment.dtype != "float32" or spec.augment.channels_last:
@@ -187,7 +187,7 @@ class PeerLoader:
         self._iterator = None
         self.pipe = None
 
-    def __enter__(self) -> PeerLoader:
+    def __enter__(self) -> ExampleLoader:
         return self
 
     def __exit__(self, *exc: object) -> None:

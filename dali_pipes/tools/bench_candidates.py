@@ -1,0 +1,299 @@
+"""What ``python -m dali_pipes.bench`` can measure: one list, :data:`CANDIDATES`.
+
+Each candidate has its name (what ``bench.candidates`` lists), one line on what it is,
+whether it needs a GPU (skipped without one), whether it runs by default, and how it is
+measured, given the run's shared settings (:class:`BenchRun`): the same files, batch size,
+augmentation, threads, warm-up and repeats for every one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends import create_loader
+from dali_pipes.backends.specs import (
+    BackendSpec,
+    DaliBackend,
+    LoaderSpec,
+    SyntheticBackend,
+    TorchBackend,
+)
+from dali_pipes.config.schemas import BenchSpec, PackSpec
+from dali_pipes.config.specs import to_spec
+from dali_pipes.data.sources import ImageSource, open_source
+from dali_pipes.data.specs import ShardData
+from dali_pipes.errors import DaliPipesError
+from dali_pipes.runtime.devices import local_gpu
+from dali_pipes.tools.measurement import Measurement, measure
+
+log = logging.getLogger("dali_pipes.bench")
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What every candidate of one ``bench`` run shares."""
+
+    cfg: DictConfig
+    bench: BenchSpec
+    spec: LoaderSpec  # the train split, one process
+    source: ImageSource
+    cores: int
+    workers: int  # DataLoader workers of the baseline and the torch backend
+    cuda: bool
+
+    def timed(self, name: str, epochs: Callable[[], Iterable[Any]]) -> Measurement:
+        b = self.bench
+        return measure(
+            name,
+            epochs,
+            warmup_images=b.warmup_images,
+            min_images=b.min_images,
+            repeats=b.repeats,
+            cores=self.cores,
+        )
+
+    def backend(self, name: str, device: str) -> BackendSpec:
+        """The configured backend options when they are for backend ``name``, else its
+        defaults, on ``device``."""
+        kind: type[BackendSpec] = {
+            "dali": DaliBackend,
+            "torch": TorchBackend,
+            "synthetic": SyntheticBackend,
+        }[name]
+        base = to_spec(self.cfg.backend, BackendSpec)
+        fields = asdict(base) if base.name == name else {}
+        return kind(**{**fields, "name": name, "device": device})
+
+    def torch_backend(self, **changes: Any) -> TorchBackend:
+        backend = self.backend("torch", "auto")
+        assert isinstance(backend, TorchBackend)
+        return replace(backend, **changes)
+
+    def loader(self, name: str, backend: BackendSpec, **changes: Any) -> Measurement:
+        """One of dali_pipes' loaders. Each hands batches over where it makes them: a
+        trainer.device of the config would move some candidates' batches and not others."""
+        start = time.perf_counter()
+        candidate = replace(self.spec, backend=backend, output_device=None, **changes)
+        with create_loader(candidate) as loader:
+            built = time.perf_counter() - start
+            result = self.timed(name, lambda: loader)
+        if changes.get("cache"):
+            result.note = f"decoded once in {built:.1f} s before timing"
+        return result
+
+    def on_shards(self, name: str, backend: BackendSpec) -> Measurement:
+        """A loader over the same data packed into shards (packed first if absent)."""
+        shards = packed(self.cfg, self.bench.shards)
+        result = self.loader(name, backend, source=shards)
+        assert shards.layout is not None
+        result.note = f"{len(shards.layout.tars)} shards in {self.bench.shards}"
+        return result
+
+    def example(self, name: str, device_id: int | None) -> Measurement:
+        """DALI's own example pipeline (:mod:`~dali_pipes.tools.dali_example`), our threads."""
+        from dali_pipes.tools.dali_example import ExampleLoader
+
+        options = self.backend("dali", "auto")
+        assert isinstance(options, DaliBackend)
+        with ExampleLoader(self.spec, options, device_id) as loader:
+            result = self.timed(name, lambda: loader)
+        result.note = loader.note
+        return result
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One loader ``bench`` can measure."""
+
+    name: str
+    what: str
+    measure: Callable[[BenchRun], Measurement]
+    gpu: bool = False
+    default: bool = False
+
+
+def baseline(
+    source: ImageSource, augment: AugmentSpec, batch: int, workers: int, cuda: bool
+) -> Callable[[], Iterable[Any]]:
+    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
+    as torchvision v2 transforms (each op's ``torchvision()``)."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    try:
+        steps = augment.pipeline(True).torchvision()
+    except NotImplementedError as exc:
+        raise DaliPipesError(
+            f"bench baseline: {exc}; leave baseline out of bench.candidates"
+        ) from None
+    transform = v2.Compose(
+        [
+            *steps,
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(augment.mean, augment.std),
+        ]
+    )
+    dataset = datasets.ImageFolder(source.root, transform=transform)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=cuda,
+        persistent_workers=workers > 0,
+    )
+
+    def epoch() -> Iterable[Any]:
+        for images, labels in loader:
+            if cuda:  # the copy the user's loop would make
+                images = images.cuda(non_blocking=True)
+                labels = labels.cuda(non_blocking=True)
+            yield images, labels
+
+    return epoch
+
+
+def _decode_worker(paths: list[str], images: int) -> float:
+    from torchvision.io import ImageReadMode, decode_image, read_file
+
+    torch.set_num_threads(1)
+    blobs = [read_file(p) for p in paths]
+    start, done = time.perf_counter(), 0
+    while done < images:
+        for blob in blobs:
+            decode_image(blob, mode=ImageReadMode.RGB)
+            done += 1
+            if done >= images:
+                break
+    return time.perf_counter() - start
+
+
+def decode_ceiling(source: ImageSource, cores: int, images: int, repeats: int) -> Measurement:
+    """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
+    result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
+    shards = [list(source.files[i::cores]) for i in range(cores)]
+    per = max(1, images // cores)
+    with get_context("spawn").Pool(cores) as pool:
+        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
+        for _ in range(repeats):
+            start = time.perf_counter()
+            pool.starmap(_decode_worker, [(s, per) for s in shards])
+            result.rates.append(per * cores / (time.perf_counter() - start))
+    return result
+
+
+def packed(cfg: DictConfig, where: str) -> ImageSource:
+    """The train split of the bench's data, packed at ``where`` (packed now if absent)."""
+    from dali_pipes.data.shards import MANIFEST
+    from dali_pipes.tools.pack import run_pack
+
+    if not (Path(where) / MANIFEST).exists():
+        log.info("packing the data into %s for the *-shards candidates", where)
+        pack_cfg = OmegaConf.create({"data": cfg.data, "out": where, "pack": {}})
+        pack_cfg.pack = OmegaConf.structured(PackSpec)
+        run_pack(pack_cfg)
+    source = open_source(ShardData(root=where), "train")
+    assert isinstance(source, ImageSource)
+    return source
+
+
+def _baseline(run: BenchRun) -> Measurement:
+    s = run.spec
+    return run.timed(
+        "baseline", baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda)
+    )
+
+
+CANDIDATES: dict[str, Candidate] = {
+    c.name: c
+    for c in (
+        Candidate(
+            "baseline",
+            "torchvision ImageFolder + PIL + the same ops as v2 transforms + DataLoader",
+            _baseline,
+            default=True,
+        ),
+        Candidate(
+            "torch",
+            "the torch backend",
+            lambda r: r.loader("torch", r.torch_backend(num_workers=r.workers)),
+            default=True,
+        ),
+        Candidate(
+            "dali-cpu",
+            "DALI on the CPU",
+            lambda r: r.loader("dali-cpu", r.backend("dali", "cpu")),
+            default=True,
+        ),
+        Candidate(
+            "dali-gpu",
+            "DALI on the GPU",
+            lambda r: r.loader("dali-gpu", r.backend("dali", "gpu")),
+            gpu=True,
+            default=True,
+        ),
+        Candidate(
+            "synthetic",
+            "one random batch already in place: the ceiling",
+            lambda r: r.loader("synthetic", r.backend("synthetic", "auto")),
+            default=True,
+        ),
+        Candidate(
+            "decode",
+            "full libjpeg-turbo decodes on every core: the CPU's decode ceiling",
+            lambda r: decode_ceiling(r.source, r.cores, r.bench.min_images, r.bench.repeats),
+            default=True,
+        ),
+        Candidate(
+            "torch-shards",
+            "the torch backend over the data packed (bench.shards)",
+            lambda r: r.on_shards("torch-shards", r.torch_backend(num_workers=r.workers)),
+        ),
+        Candidate(
+            "dali-cpu-shards",
+            "DALI on the CPU over the data packed",
+            lambda r: r.on_shards("dali-cpu-shards", r.backend("dali", "cpu")),
+        ),
+        Candidate(
+            "dali-gpu-shards",
+            "DALI on the GPU over the data packed",
+            lambda r: r.on_shards("dali-gpu-shards", r.backend("dali", "gpu")),
+            gpu=True,
+        ),
+        Candidate(
+            "cache-ram",
+            "data.cache=ram: decoded once, augmented by torch",
+            lambda r: r.loader("cache-ram", r.torch_backend(), cache="ram"),
+        ),
+        Candidate(
+            "cache-gpu",
+            "data.cache=gpu: decoded once onto the GPU, augmented by DALI",
+            lambda r: r.loader("cache-gpu", r.torch_backend(device="gpu"), cache="gpu"),
+            gpu=True,
+        ),
+        Candidate(
+            "dali-raw",
+            "DALI's own ResNet-50 example pipeline on the CPU",
+            lambda r: r.example("dali-raw", None),
+        ),
+        Candidate(
+            "dali-raw-gpu",
+            "DALI's own ResNet-50 example pipeline on dali-gpu's GPU",
+            lambda r: r.example("dali-raw-gpu", local_gpu().index),
+            gpu=True,
+        ),
+    )
+}
+DEFAULTS = tuple(name for name, c in CANDIDATES.items() if c.default)
