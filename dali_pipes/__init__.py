@@ -26,6 +26,16 @@ __version__ = "0.1.0"
 
 _register_schemas()
 
+#: Modules whose paths configs written before the package's layout by layer name in
+#: ``_target_`` (``trainer.schedule``, ``trainer.optimizer``, ``model.arch``): the name of
+#: each, as an attribute of ``dali_pipes``, is the module that now holds those targets, so
+#: ``dali_pipes.recipe.warmup_cosine`` and Hydra's ``_target_`` resolution keep working.
+LEGACY_MODULES = {
+    "recipe": "dali_pipes.train.schedules",
+    "optim": "dali_pipes.train.optimizers",
+    "models": "dali_pipes.train.models",
+}
+
 _LAZY = {
     "DALIIterator": "dali_pipes.iterator",
     "build_loader": "dali_pipes.config.loaders",
@@ -35,11 +45,14 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import the loaders (and with them DALI) only when they are used."""
-    if name in _LAZY:
-        import importlib
+    """Import the loaders (and with them DALI) only when they are used; resolve
+    :data:`LEGACY_MODULES`."""
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in LEGACY_MODULES:
+        return importlib.import_module(LEGACY_MODULES[name])
     raise AttributeError(f"module 'dali_pipes' has no attribute {name!r}")
 
 

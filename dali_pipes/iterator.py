@@ -32,7 +32,7 @@ from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sources import discover_folder
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.runtime.distributed import placement
+from dali_pipes.runtime.distributed import ranks
 
 
 class DALIIterator(DaliLoader):
@@ -182,7 +182,7 @@ def _sampling(
     shuffle: bool, drop_last: bool, seed: int, rank: int | None, world_size: int | None
 ) -> SamplingSpec:
     """The sampling of this process: rank and world size default to torchrun's."""
-    where = placement()
+    where = ranks()
     return SamplingSpec(
         seed=seed,
         shuffle=shuffle,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import colour_id
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.runtime.distributed import placement
+from dali_pipes.runtime.distributed import ranks
 
 root, out, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 cfg = compose_config(
@@ -42,7 +42,7 @@ for epoch in (0, 1):
         )
         ids += [colour_id(np.array([float(r), float(g)])) for r, g in zip(*rgb, strict=True)]
     epochs[epoch] = {"ids": ids, "batches": len(loader)}
-where = placement()
+where = ranks()
 (out / f"rank{where.rank}.json").write_text(
     json.dumps({"world": where.world_size, "epochs": epochs})
 )

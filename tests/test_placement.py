@@ -32,7 +32,7 @@ from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError, DeviceError
 from dali_pipes.runtime import devices as device_mod
 from dali_pipes.runtime.devices import Devices, local_gpu, resolve_device, resolve_devices
-from dali_pipes.runtime.distributed import Placement, cpu_share, placement, slurm_tasks_on_node
+from dali_pipes.runtime.distributed import Ranks, cpu_share, ranks, slurm_tasks_on_node
 from dali_pipes.tools.doctor import Candidate, _pick, candidates, placement_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,7 @@ def slurm(
 
 def test_srun_tasks_get_their_ranks_from_slurm(monkeypatch: pytest.MonkeyPatch) -> None:
     slurm(monkeypatch, procid=13, ntasks=16, localid=5, SLURM_NTASKS_PER_NODE="8")
-    assert placement() == Placement(13, 16, 5, 8, "slurm")
+    assert ranks() == Ranks(13, 16, 5, 8, "slurm")
 
 
 @pytest.mark.parametrize(("node", "expected"), [(0, 2), (2, 2), (3, 1)])
@@ -271,7 +271,7 @@ def test_the_local_world_comes_from_slurms_compressed_tasks_per_node(
         SLURM_TASKS_PER_NODE="2(x3),1",
         SLURM_NODEID=str(node),
     )
-    assert placement().local_world_size == expected
+    assert ranks().local_world_size == expected
 
 
 def test_tasks_per_node_lists_are_expanded() -> None:
@@ -287,7 +287,7 @@ def test_torchrun_variables_win_over_slurms(monkeypatch: pytest.MonkeyPatch) -> 
     for key, value in {"RANK": "9", "WORLD_SIZE": "16", "LOCAL_RANK": "1"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
-    assert placement() == Placement(9, 16, 1, 8, "torchrun")
+    assert ranks() == Ranks(9, 16, 1, 8, "torchrun")
 
 
 def test_a_batch_script_outside_an_srun_step_is_a_single_process(
@@ -296,13 +296,13 @@ def test_a_batch_script_outside_an_srun_step_is_a_single_process(
     """sbatch runs the script once, with the allocation's SLURM_NTASKS: believing it was
     one of 8 processes would wait for 7 that never start."""
     slurm(monkeypatch, procid=0, ntasks=8, localid=0, step=False)
-    assert placement() == Placement()
+    assert ranks() == Ranks()
 
 
 def test_a_malformed_rank_variable_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     slurm(monkeypatch, procid=0, ntasks=2, localid=0, SLURM_PROCID="first")
     with pytest.raises(ConfigError, match=r"SLURM_PROCID='first' is invalid"):
-        placement()
+        ranks()
 
 
 def test_srun_cpus_per_task_is_the_process_share_of_cores(

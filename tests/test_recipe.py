@@ -20,8 +20,8 @@ from dali_pipes.errors import ConfigError
 from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
 from dali_pipes.train.losses import TargetLoss, soft_target_cross_entropy
 from dali_pipes.train.optimizers import LARS, make_optimizer
-from dali_pipes.train.recipe import trainer_spec
 from dali_pipes.train.schedules import make_scheduler, warmup_cosine
+from dali_pipes.train.state import trainer_spec
 
 
 def trainer(*overrides: str) -> TrainerSpec:

@@ -25,7 +25,7 @@ from dali_pipes.data.sources import open_source
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.devices import output_device_for
-from dali_pipes.runtime.distributed import placement
+from dali_pipes.runtime.distributed import ranks
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ def loader_spec(
     augment = to_spec(cfg.augment, AugmentSpec)
     backend = to_spec(cfg.backend, BackendSpec)
     output_device = _output_device(cfg, backend)
-    where = placement()
+    where = ranks()
     train = split == "train"
     sampling = SamplingSpec(
         seed=seed_of(cfg),

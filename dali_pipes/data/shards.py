@@ -38,7 +38,7 @@ import numpy as np
 
 from dali_pipes.errors import DataError, unreadable
 
-FORMAT = "dali_pipes.data.shards/1"
+FORMAT = "dali_pipes.shards/1"  # written into every pack: never renamed with the module
 MANIFEST = "dataset.json"
 IMAGE_EXTS = ("jpg", "png", "webp")
 INDEX_VERSION = "v1.2"

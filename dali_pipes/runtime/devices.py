@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from dali_pipes.errors import DeviceError, require
-from dali_pipes.runtime.distributed import placement
+from dali_pipes.runtime.distributed import ranks
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def local_gpu() -> torch.device:
     """This process's GPU: ``cuda:<local rank>`` when that many devices are visible, else
     ``cuda:0`` when exactly one is (the launcher gave each process its own GPU, so local
     rank 3 sees its GPU as device 0), else a one-line :class:`DeviceError`."""
-    where = placement()
+    where = ranks()
     local, count = where.local_rank, torch.cuda.device_count()
     if local < count:
         return torch.device("cuda", local)

@@ -1,6 +1,6 @@
 """Everything about a multi-process job: where this process sits, and its process group.
 
-**Where this process sits** (:func:`placement`, :func:`cpu_share`). Sharding uses the
+**Where this process sits** (:func:`ranks`, :func:`cpu_share`). Sharding uses the
 *global* rank and world size (DALI's ResNet example uses the local rank, which silently
 reads the same share on every node); the GPU is picked by the *local* rank. Values come
 from an initialised ``torch.distributed`` group, else from torchrun's environment variables
@@ -41,7 +41,7 @@ SINGLE = "single"
 
 
 @dataclass(frozen=True)
-class Placement:
+class Ranks:
     """This process's global and local rank and world size, and who started it."""
 
     rank: int = 0
@@ -99,7 +99,7 @@ def _slurm_local_world(env: Mapping[str, str]) -> int:
     return 1
 
 
-def placement() -> Placement:
+def ranks() -> Ranks:
     """This process's ranks, from the initialised group, torchrun, srun, or none (0 of 1).
 
     torchrun's ``LOCAL_RANK``/``LOCAL_WORLD_SIZE``, when set, win over Slurm's local values.
@@ -118,7 +118,7 @@ def placement() -> Placement:
     if tdist.is_available() and tdist.is_initialized():
         rank, world = tdist.get_rank(), tdist.get_world_size()
         launcher = SLURM if launcher == SLURM else TORCHRUN
-    return Placement(rank, world, local_rank, local_world, launcher)
+    return Ranks(rank, world, local_rank, local_world, launcher)
 
 
 def cpu_share() -> int:
@@ -131,7 +131,7 @@ def cpu_share() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    where = placement()
+    where = ranks()
     if where.launcher == SLURM and "SLURM_CPUS_PER_TASK" in os.environ:
         return max(1, min(cores, _int(os.environ, "SLURM_CPUS_PER_TASK", cores)))
     return max(1, cores // where.local_world_size)
@@ -145,10 +145,10 @@ def init(device: torch.device) -> None:
     under torchrun a group is formed even for one process, so DDP/NCCL run as in jobs).
 
     torchrun sets RANK/WORLD_SIZE/MASTER_*; ``srun`` sets only its own variables, so the
-    rank and world size are passed from :func:`placement` and the
+    rank and world size are passed from :func:`ranks` and the
     rendezvous address must be exported by the job script.
     """
-    where = placement()
+    where = ranks()
     if tdist.is_initialized() or (where.world_size <= 1 and "MASTER_ADDR" not in os.environ):
         return
     missing = [key for key in ("MASTER_ADDR", "MASTER_PORT") if key not in os.environ]

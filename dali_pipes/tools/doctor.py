@@ -51,7 +51,7 @@ from dali_pipes.tools.bench import environment
 from dali_pipes.train.loop import StepConfig, train_one_epoch
 from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
-from dali_pipes.train.recipe import trainer_spec
+from dali_pipes.train.state import trainer_spec
 
 log = logging.getLogger("dali_pipes.doctor")
 

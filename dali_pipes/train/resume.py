@@ -77,7 +77,7 @@ def resume(
 ) -> Resumed:
     """Load the checkpoint ``resume_from`` names (``auto``: the newest in ``ckpt_dir``;
     rank 0 finds it, every rank loads it) into ``state`` and ``loader``."""
-    main = distributed.placement().rank == 0
+    main = distributed.ranks().rank == 0
     found = resume_path(resume_from, ckpt_dir) if main else None
     chosen = distributed.broadcast(found)
     if chosen is None:
@@ -87,7 +87,7 @@ def resume(
     check_same_optimizer(saved, state.spec, path)
     load_weights(state, saved, path)
     resumed = load_position(loader, saved["loader"], path, state.world)
-    rank = distributed.placement().rank
+    rank = distributed.ranks().rank
     if rank < len(saved["rng"]):
         checkpoints.set_rng_state(saved["rng"][rank], device)
     carry_partial(resumed, saved.get("partial"), rank)

@@ -35,9 +35,8 @@ from dali_pipes.runtime.preemption import Preempted, StopRequest
 from dali_pipes.train import checkpoints
 from dali_pipes.train.loop import EpochStats, evaluate, train_one_epoch
 from dali_pipes.train.metrics import MetricsLog, epoch_row, epoch_summary
-from dali_pipes.train.recipe import trainer_spec
 from dali_pipes.train.resume import Resumed, resume
-from dali_pipes.train.state import build_state
+from dali_pipes.train.state import build_state, trainer_spec
 
 log = logging.getLogger("dali_pipes.train")
 
@@ -85,7 +84,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Train ``cfg.model`` on ``cfg.data`` for ``cfg.trainer.epochs``; return the last row."""
     spec = trainer_spec(cfg.trainer)
     out = Path(str(cfg.output_dir)).expanduser()
-    where = distributed.placement()
+    where = distributed.ranks()
     main = where.rank == 0
     if main:
         _prepare_output(out)
@@ -125,7 +124,7 @@ class _Run:
         self.cfg, self.spec, self.out = cfg, spec, out
         self.device: torch.device = train_loader.device
         self.train_loader, self.val_loader = train_loader, val_loader
-        self.main = distributed.placement().rank == 0
+        self.main = distributed.ranks().rank == 0
         self.ckpt_dir = out / "checkpoints"
         self.state = build_state(cfg, spec, train_loader, self.device, self.main)
         self.resumed = Resumed()

@@ -1,6 +1,13 @@
 """What a training run builds before its first step: the model (on its device, in its
 memory format), its EMA, the DDP and ``torch.compile`` wrappers, the optimizer, the
-schedule, the AMP scaler, the loss and the step's settings."""
+schedule, the AMP scaler, the loss and the step's settings.
+
+:func:`trainer_spec` checks the ``trainer`` node in full first: its values and ``_target_``
+nodes when it becomes a :class:`~dali_pipes.config.trainer.TrainerSpec`, then its optimizer
+and schedule built once on a probe parameter, so a value their constructors refuse (AdamW's
+betas out of range, a schedule's milestones out of order) fails in one line before any
+data is read or any model is built.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.swa_utils import AveragedModel
 
+from dali_pipes.config.specs import to_spec
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.runtime import distributed
 from dali_pipes.train.ema import make_ema
@@ -47,7 +55,7 @@ def build_state(
     cfg: DictConfig, spec: TrainerSpec, loader: Any, device: torch.device, main: bool
 ) -> TrainingState:
     """The run's state for ``loader`` (the training split's) on ``device``."""
-    world = distributed.placement().world_size
+    world = distributed.ranks().world_size
     channels_last = spec.use_channels_last(device)
     model = build_model(cfg, loader.num_classes).to(device)
     if channels_last:
@@ -93,3 +101,13 @@ def build_state(
         global_batch=global_batch,
         world=world,
     )
+
+
+def trainer_spec(node: Any) -> TrainerSpec:
+    """``node`` (a ``trainer`` config node) as a checked spec."""
+    spec = to_spec(node, TrainerSpec)
+    # A zero parameter, not a layer: initialising one would draw from torch's RNG.
+    probe = nn.Module()
+    probe.register_parameter("weight", nn.Parameter(torch.zeros(1)))
+    make_scheduler(make_optimizer(probe, spec, spec.lr_reference_batch), spec, 10, 100)
+    return spec

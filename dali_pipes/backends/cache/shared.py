@@ -56,7 +56,7 @@ from pathlib import Path
 from dali_pipes.backends.cache.shared_build import Build, Fill, Measure, Shape, SharedArrays
 from dali_pipes.backends.cache.shared_members import NodeGroup, PeerFailed
 from dali_pipes.errors import ConfigError
-from dali_pipes.runtime.distributed import placement
+from dali_pipes.runtime.distributed import ranks
 
 log = logging.getLogger("dali_pipes.data")
 
@@ -95,7 +95,7 @@ def node_group(fingerprint: str) -> NodeGroup | None:
     another's. The n-th build of the same fingerprint in a process gets its own key, so
     building a loader twice never meets the files of the first build.
     """
-    where = placement()
+    where = ranks()
     if where.local_world_size <= 1:
         return None
     if not 0 <= where.local_rank < where.local_world_size:

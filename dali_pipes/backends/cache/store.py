@@ -34,7 +34,7 @@ from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import decode_bytes, header_size
-from dali_pipes.runtime.distributed import cpu_share, placement
+from dali_pipes.runtime.distributed import cpu_share, ranks
 
 log = logging.getLogger("dali_pipes.data")
 _CHUNK = 256  # samples read per call while measuring and decoding
@@ -109,7 +109,7 @@ class DecodedImages:
         several local ranks, and this loader sharded like the job (a loader built with a
         rank and world size of its own, e.g. on rank 0 only, may have no peers to share
         with)."""
-        where, sampling = placement(), self.spec.sampling
+        where, sampling = ranks(), self.spec.sampling
         return (
             self.store.type == "cpu"
             and not self.channels_last
