@@ -139,3 +139,24 @@ def test_selfcheck_from_the_wheel_in_a_fresh_venv_passes_and_says_the_gpu_half_d
     assert statuses["GPU graphs defined and traced"] == "ok"
     assert statuses["data.cache=gpu vs data.cache=ram"] == "not run"
     assert "did NOT run" in (out / "selfcheck.md").read_text()
+
+
+def test_torchvision_is_capped_while_decode_uses_its_deprecated_decoders() -> None:
+    """torchvision deprecated its image decoders in 0.29; dali_pipes keeps them (the
+    reason is decode.TORCHVISION_DECODING), so a torchvision that may drop them is kept
+    out until decode.py no longer calls them."""
+    import torchvision
+    import torchvision.io
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from dali_pipes.image import decode
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (req,) = [Requirement(r) for r in project["dependencies"] if r.startswith("torchvision")]
+    uses = "torchvision.io" in (PACKAGE / "image" / "decode.py").read_text()
+    assert uses and decode.TORCHVISION_DECODING.startswith("kept")
+    caps = [spec for spec in req.specifier if spec.operator in ("<", "<=")]
+    assert caps, f"{req}: decode.py uses torchvision's deprecated decoders, keep the cap"
+    assert Version(torchvision.__version__.split("+")[0]) in req.specifier
+    assert callable(torchvision.io.decode_image)

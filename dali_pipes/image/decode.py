@@ -30,6 +30,14 @@ from dali_pipes.image.headers import image_size
 
 Blob: TypeAlias = np.ndarray | DataError  # a file's bytes, or why they could not be read
 
+#: The decision to keep torchvision's decoders, which torchvision deprecated in 0.29 for
+#: TorchCodec: TorchCodec gives the same pixels but always applies EXIF orientation, which
+#: ``ImageFolder`` and the DALI graph ignore (the crop geometry comes from the header's
+#: size), so it would rotate or mirror such files. ``pyproject.toml`` caps torchvision
+#: below the release that may drop them; lift the cap when this module moves to TorchCodec
+#: (once it can decode without applying the orientation) or another decoder.
+TORCHVISION_DECODING = "kept: TorchCodec always applies EXIF orientation"
+
 
 def read_file(path: str) -> Blob:
     """The file's bytes, or (returned, not raised) the :class:`DataError` naming it."""
