@@ -38,16 +38,31 @@ from dali_pipes.runtime.distributed import ranks
 class DALIIterator(DaliLoader):
     """A DALI loader over an ImageFolder tree with the DataLoader batch contract.
 
-    ``root`` holds ``<class>/<image>`` folders. ``augment`` is a preset name
-    (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``), a list of training ops
-    after the crop (``[{"op": "hflip"}, {"op": "randaugment", "magnitude": 9}]`` or op
-    objects), or an :class:`~dali_pipes.augment.spec.AugmentSpec`; None is the ImageNet recipe.
-    ``train=True`` applies the training split of it and shuffles; ``train=False`` the
-    evaluation split (resize the shorter side to ``resize_size``, centre-crop
-    ``image_size``), in order. ``image_size``, ``resize_size``, ``scale``, ``ratio`` and
-    ``flip_prob`` change those parameters of the crops and the flip (None keeps the
-    preset's). ``device`` is ``auto`` (GPU when usable), ``gpu`` or ``cpu``.
-    ``rank``/``world_size`` default to torchrun's.
+    Args:
+        root: a folder of ``<class>/<image>`` folders.
+        batch_size: samples per batch on this process.
+        train: the training split of ``augment``, shuffled; False: the evaluation split
+            (resize the shorter side to ``resize_size``, centre-crop ``image_size``), in order.
+        device: ``auto`` (the GPU when usable), ``gpu`` or ``cpu``.
+        augment: a preset name (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``),
+            a list of training ops after the crop (``[{"op": "hflip"}, {"op":
+            "randaugment", "magnitude": 9}]`` or op objects), or an
+            :class:`~dali_pipes.augment.spec.AugmentSpec`; None: the ImageNet recipe.
+        image_size, resize_size, scale, ratio, flip_prob: change those parameters of the
+            crops and the flip (None keeps the preset's).
+        mean, std, dtype, channels_last: the output's normalisation and format (None keeps
+            the preset's).
+        drop_last, shuffle, seed: as ``DataLoader`` and ``DistributedSampler`` take them
+            (``shuffle`` None: ``train``).
+        num_threads, prefetch_queue_depth, hw_decoder_load: DALI's (``backend.*``).
+        on_error, max_pixels, exclude: bad input (``data.*``): ``raise`` or ``skip``, the
+            header size limit, a manifest of files to leave out
+            (``python -m dali_pipes.scan``).
+        rank, world_size: default to torchrun's.
+
+    Returns:
+        (as an iterable) ``(images, labels)`` batches: normalised ``[N, 3, H, W]`` tensors
+        on the loader's device and int64 labels (soft targets with a preset's batch ops).
     """
 
     def __init__(

@@ -81,7 +81,15 @@ class Context:
 class Op(ABC):
     """An augmentation applied to each sample after the decode-fused crop.
 
-    Subclasses are frozen dataclasses; see the module docstring for what each method owns.
+    Subclasses are frozen dataclasses whose fields are the op's parameters (the config's
+    keys); see the module docstring for what each method owns. A subclass implements:
+
+    Args:
+        (fields): the op's parameters, validated in ``__post_init__``.
+
+    Returns:
+        From :meth:`sample`, the batch's parameters (NumPy arrays, batch first); from
+        :meth:`torch`, one transformed image; from :meth:`dali`, the transformed DataNode.
     """
 
     #: The name the config uses.
@@ -161,7 +169,15 @@ _OPS: dict[str, type[Op]] = {}
 def register_op(cls: OpClass) -> OpClass:
     """Class decorator: make ``cls`` usable by its ``name`` in the config.
 
-    Registering another class under a taken name is refused (one name, one op).
+    Args:
+        cls: an :class:`Op` subclass (a frozen dataclass) with a class attribute ``name``.
+
+    Returns:
+        ``cls`` itself, registered: ``augment.train.ops.<name>`` builds it from its fields.
+
+    Raises:
+        ValueError: another class is registered under the same name (one name, one op).
+        TypeError: ``cls`` has no ``name``.
     """
     add_to_registry(_OPS, cls, "op")
     return cls

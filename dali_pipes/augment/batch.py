@@ -72,6 +72,7 @@ def register_batch_op(cls: BatchOpClass) -> BatchOpClass:
 
 
 def batch_op_names() -> tuple[str, ...]:
+    """Registered batch-op names, sorted (the config's choices)."""
     return tuple(sorted(_BATCH_OPS))
 
 

@@ -188,6 +188,7 @@ def solarize(images: Any, threshold: Any) -> Any:
 
 
 def invert(images: Any) -> Any:
+    """``invert``: 255 minus each value."""
     return 255.0 - images
 
 

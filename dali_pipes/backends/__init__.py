@@ -19,6 +19,7 @@ _BACKENDS = {
 
 
 def names() -> tuple[str, ...]:
+    """The backend names ``backend.name`` takes."""
     return tuple(_BACKENDS)
 
 
@@ -30,6 +31,7 @@ def check_name(name: str) -> str:
 
 
 def loader_class(name: str) -> type[Loader]:
+    """The loader class of backend ``name`` (imported now: DALI only when it is DALI's)."""
     module, _, attr = _BACKENDS[check_name(name)].partition(":")
     cls: type[Loader] = getattr(importlib.import_module(module), attr)
     return cls

@@ -76,9 +76,12 @@ class BadFiles:
 
     @property
     def this_epoch(self) -> int:
+        """How many distinct files were left out in the current epoch."""
         return len(self.epoch_paths)
 
     def add(self, path: str, reason: str | BaseException, *, count: bool = True) -> None:
+        """Record ``path`` as left out for ``reason``: logged the first time, counted in this
+        epoch's figure unless ``count`` is False."""
         text = str(reason).removeprefix(f"{path}: ")
         if path not in self.reasons:
             self.reasons[path] = text
@@ -156,18 +159,22 @@ class Loader(ABC):
 
     @property
     def batch_size(self) -> int:
+        """Samples per batch on this rank (DataLoader's ``batch_size``)."""
         return self.spec.batch_size
 
     @property
     def classes(self) -> tuple[str, ...]:
+        """The class names, in label order (``ImageFolder``'s sorted folder names)."""
         return self.spec.source.classes
 
     @property
     def num_classes(self) -> int:
+        """How many classes the labels range over."""
         return len(self.spec.source.classes)
 
     @property
     def skip(self) -> bool:
+        """``data.on_error=skip``: a bad file is reported and left out, not raised."""
         return self.spec.on_error == "skip"
 
     @property

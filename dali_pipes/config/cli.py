@@ -41,6 +41,9 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
     # even when this process was started with SIGINT ignored -- as a non-interactive shell
     # starts background jobs, and as any child of a process that ignores it at that moment
     # starts; Python keeps an inherited SIG_IGN instead of installing its handler.
+    """Run tool ``task`` on ``conf/<config_name>.yaml`` composed with the command line:
+    a :class:`~dali_pipes.errors.DaliPipesError` or a mistake Hydra finds is one line on
+    stderr and exit code 2, a preemption exits 128 + signal, a second Ctrl-C 130."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     register()
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")

@@ -20,7 +20,18 @@ def build_loader(
 ) -> Loader:
     """A loader for ``split`` with the batch contract, from a composed Hydra config.
 
-    ``rank``/``world_size`` default to the distributed environment (torchrun).
+    Args:
+        cfg: a config composed from ``conf/`` (:func:`~dali_pipes.compose_config`, or
+            ``@hydra.main``): its ``data``, ``augment``, ``backend``, ``seed`` and, when
+            present, ``trainer.device`` decide the loader.
+        split: ``train`` (shuffled, training augmentation) or ``val``.
+        rank: this process's rank; default: the distributed environment's (torchrun, srun).
+        world_size: the number of processes; default: the environment's.
+
+    Returns:
+        The backend's loader, used like ``DataLoader(ImageFolder, sampler=
+        DistributedSampler)``: iterate it for ``(images, labels)`` each epoch, ``set_epoch``,
+        ``len``, ``state_dict``; close it (or use it as a context manager) when done.
     """
     return create_loader(loader_spec(cfg, split, rank=rank, world_size=world_size))
 

@@ -72,10 +72,13 @@ def takes(fn: Callable[..., Any], name: str) -> bool:
 
 
 def node_kwargs(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``_target_`` node's own arguments (everything but ``_target_``)."""
     return {k: v for k, v in node.items() if k != "_target_"}
 
 
 def check_target(node: Any, key: str, supplied: Mapping[str, str]) -> None:
+    """Check node ``key`` before building it: a mapping with an importable ``_target_``,
+    none of the arguments the trainer supplies (``supplied``), only arguments the target takes."""
     require(
         isinstance(node, Mapping),
         key,
@@ -103,6 +106,7 @@ def check_target(node: Any, key: str, supplied: Mapping[str, str]) -> None:
 
 
 def build(node: Mapping[str, Any], key: str, fn: Callable[..., Any], **supplied: Any) -> Any:
+    """``fn(**supplied, **node's arguments)``; a value it refuses is a one-line ConfigError."""
     try:
         return fn(**supplied, **node_kwargs(node))
     except ConfigError:

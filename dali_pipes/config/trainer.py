@@ -153,9 +153,11 @@ class TrainerSpec:
         return torch.float16 if self.amp == "fp16" else torch.bfloat16
 
     def use_channels_last(self, device: torch.device) -> bool:
+        """Whether the model (and the loader's output) use channels_last on ``device``."""
         return self.channels_last == "on" or (
             self.channels_last == "auto" and device.type == "cuda"
         )
 
     def peak_lr(self, global_batch: int) -> float:
+        """The learning rate after warm-up: ``base_lr`` scaled by the global batch."""
         return self.base_lr * global_batch / self.lr_reference_batch

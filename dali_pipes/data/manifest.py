@@ -17,6 +17,7 @@ from dali_pipes.errors import DataError
 
 
 def write_manifest(path: Path, bad: Iterable[tuple[str, str]]) -> None:
+    """Write the ``path,reason`` manifest atomically (``data.exclude`` reads it)."""
     buf = io.StringIO()
     out = csv.writer(buf)
     out.writerow(["path", "reason"])

@@ -27,6 +27,7 @@ VERSION = 1
 
 
 def default_cache_dir() -> Path:
+    """Where the sample dataset is generated: ``$DALI_PIPES_CACHE`` or ``~/.cache/dali_pipes``."""
     return Path(os.environ.get("DALI_PIPES_CACHE", Path.home() / ".cache" / "dali_pipes"))
 
 

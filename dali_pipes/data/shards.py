@@ -47,6 +47,7 @@ _KEY = re.compile(r"s(\d{9,})\.[a-z]+")  # sample_key(i) + "." + its extension
 
 
 def shard_name(number: int) -> str:
+    """A shard's file stem: ``shard-000042``."""
     return f"shard-{number:06d}"
 
 
@@ -87,6 +88,8 @@ def _member(tar: tarfile.TarFile, name: str, data: bytes) -> int:
 
 @dataclass(frozen=True)
 class ShardSample:
+    """One sample as a shard stores it: its key, extension, bytes, label and source file."""
+
     key: str
     ext: str
     data: bytes
@@ -138,6 +141,7 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON atomically."""
     _atomic_text(path, json.dumps(obj, indent=1))
 
 
@@ -221,6 +225,7 @@ class ShardLayout:
 
     @property
     def num_shards(self) -> int:
+        """How many shards the pack has."""
         return len(self.tars)
 
     def members(self, shard: int) -> np.ndarray:
@@ -362,6 +367,7 @@ class ShardReader:
         return out
 
     def close(self) -> None:
+        """Close the open shard files."""
         for fd in self._fds.values():
             os.close(fd)
         self._fds = {}

@@ -77,6 +77,7 @@ class ImageSource:
 
     @property
     def num_classes(self) -> int:
+        """How many classes the labels range over."""
         return len(self.classes)
 
 
@@ -89,10 +90,12 @@ class SyntheticSource:
 
     @property
     def labels(self) -> np.ndarray:
+        """Labels cycling through the classes, one per virtual sample."""
         return np.arange(self.num_samples, dtype=np.int64) % self.num_classes
 
     @property
     def classes(self) -> tuple[str, ...]:
+        """``class_0`` ... ``class_{n-1}``."""
         return tuple(f"class_{i}" for i in range(self.num_classes))
 
     def __len__(self) -> int:

@@ -170,10 +170,12 @@ def init(device: torch.device) -> None:
 
 
 def active() -> bool:
+    """Whether a torch.distributed process group is initialised."""
     return tdist.is_available() and tdist.is_initialized()
 
 
 def backend_name() -> str:
+    """The process group's backend (``nccl``, ``gloo``), for the logs."""
     return str(tdist.get_backend()) if active() else "no process group"
 
 
@@ -186,6 +188,7 @@ def sum_(values: list[float], device: torch.device) -> list[float]:
 
 
 def max_(value: float, device: torch.device) -> float:
+    """The largest ``value`` over ranks."""
     t = torch.tensor([value], dtype=torch.float64, device=device)
     if active():
         tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
@@ -211,5 +214,6 @@ def broadcast(obj: Any) -> Any:
 
 
 def shutdown() -> None:
+    """Destroy the process group, if there is one."""
     if active():
         tdist.destroy_process_group()

@@ -64,6 +64,7 @@ class StopRequest:
 
     @property
     def name(self) -> str:
+        """The signal that asked to stop, by name (for messages)."""
         return signal.Signals(self.signum).name if self.signum is not None else "a rank's signal"
 
     # ------------------------------------------------------------------ agreement
@@ -114,4 +115,5 @@ class Preempted(Exception):
 
     @property
     def exit_code(self) -> int:
+        """The process's exit code: 128 + the signal (143 for SIGTERM)."""
         return 128 + int(self.signum)

@@ -103,6 +103,7 @@ def compare(name: str, a: torch.Tensor, b: torch.Tensor, bound: Bound, note: str
 
 
 def not_run(name: str, why: str = "no GPU") -> Result:
+    """A check that did not run here, and why."""
     return Result(name, "not run", why)
 
 

@@ -87,6 +87,7 @@ class GraphCase:
         return graph.define(CachedPixels() if self.kind == "cached" else EncodedFiles())
 
     def check(self) -> GraphCheck:
+        """This graph defined, traced and checked (:func:`dali_pipes.backends.dali.trace.check`)."""
         return check(self.label, self.devices, self.define, decodes=self.kind != "cached")
 
 

@@ -31,6 +31,7 @@ class Result:
     seconds: float = 0.0
 
     def line(self) -> str:
+        """The check's line on the terminal: status, name, detail."""
         return f"{self.status:<7} {self.name}: {self.detail}"
 
 
@@ -50,12 +51,14 @@ class Report:
         return all(result.status != "FAIL" for result in self.results)
 
     def counts(self) -> dict[str, int]:
+        """How many checks passed, failed and did not run."""
         counts = {"ok": 0, "FAIL": 0, "not run": 0}
         for result in self.results:
             counts[result.status] += 1
         return counts
 
     def summary(self) -> str:
+        """The verdict in one line, saying whether the GPU half ran."""
         counts = self.counts()
         verdict = "PASSED" if self.passed else "FAILED"
         half = (
@@ -69,6 +72,7 @@ class Report:
         )
 
     def as_dict(self) -> dict[str, Any]:
+        """Everything, as the JSON report holds it."""
         return {
             "passed": self.passed,
             "gpu_half_ran": self.gpu,
@@ -79,6 +83,7 @@ class Report:
         }
 
     def markdown(self) -> str:
+        """The Markdown report: the verdict, the machine, one row per check."""
         lines = ["# dali_pipes selfcheck", "", f"**{self.summary()}**", "", "## Machine", ""]
         lines += ["| | |", "| --- | --- |"]
         lines += [f"| {key} | {_cell(value)} |" for key, value in _flat(self.environment)]

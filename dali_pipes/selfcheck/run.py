@@ -75,6 +75,7 @@ def _headline(facts: dict[str, object]) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m dali_pipes.selfcheck [--quick] [--out DIR]``."""
     parser = argparse.ArgumentParser(
         prog="python -m dali_pipes.selfcheck",
         description="Check dali_pipes on this machine (GPU path against the CPU on photos "

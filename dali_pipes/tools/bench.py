@@ -77,6 +77,7 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
+    """The machine, versions, date, command and commit a recorded measurement needs."""
     versions: dict[str, str | None] = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -215,4 +216,5 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    """``python -m dali_pipes.bench``."""
     cli.run(run_bench, "bench")

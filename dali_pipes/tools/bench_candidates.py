@@ -52,6 +52,7 @@ class BenchRun:
     cuda: bool
 
     def timed(self, name: str, epochs: Callable[[], Iterable[Any]]) -> Measurement:
+        """Time ``epochs`` as every candidate is timed (warm-up, repeats, images per repeat)."""
         b = self.bench
         return measure(
             name,
@@ -75,6 +76,7 @@ class BenchRun:
         return kind(**{**fields, "name": name, "device": device})
 
     def torch_backend(self, **changes: Any) -> TorchBackend:
+        """The torch backend's options for this run, with ``changes``."""
         backend = self.backend("torch", "auto")
         assert isinstance(backend, TorchBackend)
         return replace(backend, **changes)

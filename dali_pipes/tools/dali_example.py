@@ -184,6 +184,7 @@ class ExampleLoader:
             yield batch["data"], batch["label"].squeeze(-1).long()
 
     def close(self) -> None:
+        """Release DALI's iterator and pipeline."""
         self._iterator = None
         self.pipe = None
 

@@ -61,6 +61,8 @@ FED_SHARE = 0.9
 
 @dataclass(frozen=True)
 class Rate:
+    """A measured training step rate, and the share of its time spent waiting for data."""
+
     images_per_s: float
     data_wait: float  # share of wall time spent in next(loader)
 
@@ -182,6 +184,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
+        """The placement in words: where batches are made and where the model trains."""
         made = "" if self.backend.name == "torch" else f"-{self.backend.device}"
         model = "gpu" if self.trainer_device == "cuda" else "cpu"
         return f"{self.backend.name}{made} -> {model} model"
@@ -320,6 +323,8 @@ def write_tuned(backend: BackendSpec, out_dir: Path) -> Path:
 
 
 def run_doctor(cfg: DictConfig) -> dict[str, Any]:
+    """Measure how input-bound training on ``cfg`` is (the step on synthetic data against
+    the step fed by the loader), tune the loader and compare placements; return the report."""
     doctor = to_spec(cfg.doctor, DoctorSpec)
     spec = loader_spec(cfg, "train", rank=0, world_size=1)
     backend = spec.backend
@@ -365,6 +370,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
 
 
 def summary(report: dict[str, Any]) -> str:
+    """The report as the lines printed on the terminal."""
     lines = [
         f"model {report['model']} on {report.get('model_device', '?')}, "
         f"backend {report['backend']['name']} "
@@ -417,4 +423,5 @@ def placement_table(report: dict[str, Any]) -> list[str]:
 
 
 def main() -> None:
+    """``python -m dali_pipes.doctor``."""
     cli.run(run_doctor, "doctor")

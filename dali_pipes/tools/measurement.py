@@ -57,6 +57,8 @@ def cpu_seconds(root: int | None = None) -> float:
 
 
 def host_memory_bytes(root: int | None = None) -> float:
+    """Proportional set size (PSS) of process ``root`` (default: this one) and its
+    children, in bytes: shared pages counted once over the processes that share them."""
     if not Path("/proc/self/smaps_rollup").exists():
         return math.nan
     total = 0
@@ -72,6 +74,7 @@ def host_memory_bytes(root: int | None = None) -> float:
 
 
 def gpu_used_bytes() -> float:
+    """Device memory in use on the current GPU (every allocator's, DALI's included)."""
     if not torch.cuda.is_available():
         return math.nan
     free, total = torch.cuda.mem_get_info()
@@ -94,6 +97,7 @@ class PeakSampler:
             self._stop.wait(self.interval)
 
     def sample(self) -> None:
+        """Take one sample of host and GPU memory, keeping the peaks."""
         self.host = max(self.host, host_memory_bytes())
         self.gpu = max(self.gpu, gpu_used_bytes())
 
@@ -120,13 +124,16 @@ class Measurement:
 
     @property
     def median(self) -> float:
+        """The median images/s over the timed repeats."""
         return statistics.median(self.rates) if self.rates else math.nan
 
     @property
     def spread(self) -> tuple[float, float]:
+        """The lowest and highest images/s over the timed repeats."""
         return (min(self.rates), max(self.rates)) if self.rates else (math.nan, math.nan)
 
     def as_dict(self) -> dict[str, Any]:
+        """The measurement as the JSON report holds it."""
         lo, hi = self.spread
         return {
             "name": self.name,

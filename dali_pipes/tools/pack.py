@@ -148,6 +148,8 @@ def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
 
 
 def run_pack(cfg: DictConfig) -> dict[str, Any]:
+    """Pack ``cfg.data`` into tar shards with indices at ``cfg.out`` (a rerun finishes an
+    interrupted pack and skips shards already complete); return the manifest."""
     spec, data, out = _settings(cfg)
     splits, sources, names = _parts(data)
     shard_bytes = spec.shard_size_mb * 2**20
@@ -240,4 +242,5 @@ def _write_part(
 
 
 def main() -> None:
+    """``python -m dali_pipes.pack``."""
     cli.run(run_pack, "pack")

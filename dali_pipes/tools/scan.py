@@ -62,6 +62,8 @@ def kind_of(reason: str) -> str:
 
 
 def run_scan(cfg: DictConfig) -> dict[str, Any]:
+    """Check every file of ``cfg.data``'s splits the way a run would; write the manifest of
+    bad files for ``data.exclude``; return the report."""
     scan = to_spec(cfg.scan, ScanSpec)
     data = to_spec(cfg.data, DataSpec)
     # List everything, the formats the backends refuse included: they are findings too.
@@ -94,6 +96,7 @@ def run_scan(cfg: DictConfig) -> dict[str, Any]:
 
 
 def summary(report: dict[str, Any]) -> str:
+    """The report as the lines printed on the terminal."""
     lines = [f"scanned {report['files']} files: {report['good']} good, {report['bad']} bad"]
     for kind, count in report["kinds"].most_common():
         lines.append(f"  {count:6d}  {kind}")
@@ -105,4 +108,5 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    """``python -m dali_pipes.scan``."""
     cli.run(run_scan, "scan")

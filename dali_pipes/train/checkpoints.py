@@ -49,6 +49,8 @@ def _found(directory: Path) -> list[tuple[tuple[int, int], Path]]:
 
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
+    """Write ``state`` to ``path`` so that ``path`` always holds a whole checkpoint: a
+    temporary file, synced, renamed into place; a failure is one line naming the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -117,6 +119,7 @@ def rng_state(device: torch.device) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore the generators :func:`rng_state` saved (CUDA's on ``device``)."""
     torch.set_rng_state(state["torch"])
     saved = state["numpy"]
     keys = saved["keys"].numpy().astype(np.uint32)

@@ -24,6 +24,8 @@ from dali_pipes.train.metrics import correct_topk
 
 @dataclass
 class EpochStats:
+    """One pass's sums (loss, top-1/top-5 hits, samples, data wait, time) and where it stopped."""
+
     loss_sum: float = 0.0
     correct1: float = 0.0
     correct5: float = 0.0
@@ -36,6 +38,8 @@ class EpochStats:
 
 @dataclass(frozen=True)
 class StepConfig:
+    """How a step runs: autocast dtype, memory format, a step cap, the progress bar, clipping."""
+
     autocast: torch.dtype | None
     channels_last: bool
     max_steps: int | None = None
@@ -174,6 +178,7 @@ def _show_progress(
 
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepConfig) -> EpochStats:
+    """One pass over ``loader`` without gradients: the loss and top-1/top-5 sums."""
     model.eval()
     device = loader.device
     totals = torch.zeros(3, dtype=torch.float64, device=device)

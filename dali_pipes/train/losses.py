@@ -49,4 +49,5 @@ class TargetLoss(nn.Module):
 
 
 def make_criterion(spec: TrainerSpec) -> TargetLoss:
+    """The loss ``spec.loss`` names, with its label smoothing."""
     return TargetLoss(spec.loss, spec.label_smoothing)

@@ -31,6 +31,7 @@ class MetricsLog:
         self.writer = SummaryWriter(log_dir=str(directory / "tensorboard"))
 
     def write(self, row: dict[str, Any]) -> None:
+        """Append one epoch's row to metrics.csv and TensorBoard."""
         new = not self.csv_path.exists()
         with self.csv_path.open("a", newline="") as f:
             out = csv.DictWriter(f, fieldnames=list(row))
@@ -43,10 +44,12 @@ class MetricsLog:
         self.writer.flush()
 
     def close(self) -> None:
+        """Flush and close TensorBoard's writer."""
         self.writer.close()
 
 
 def summary_line(row: dict[str, Any]) -> str:
+    """An epoch's row as the one line the log prints."""
     parts = [f"epoch {row['epoch']}"]
     for key in ("train_loss", "train_top1", "val_loss", "val_top1", "val_top5"):
         if key in row:
@@ -69,6 +72,7 @@ def epoch_row(
     world: int,
     ema: list[float] | None = None,
 ) -> dict[str, Any]:
+    """An epoch's metrics row from the sums over ranks: means, images/s, data wait."""
     loss_sum, correct1, samples = tr
     vloss, v1, v5, vn = va
     row = {

@@ -42,6 +42,8 @@ class Resumed:
 
 
 def resume_path(resume: str | None, ckpt_dir: Path) -> Path | None:
+    """The checkpoint ``resume`` names (``auto``: the newest in ``ckpt_dir``), or None; a
+    run without ``resume`` where checkpoints exist is refused rather than overwriting them."""
     existing = checkpoints.latest(ckpt_dir)
     if resume is not None and not isinstance(resume, str):
         raise ConfigError(f"resume={resume!r} is invalid: use null, auto or a checkpoint path")

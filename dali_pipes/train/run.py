@@ -301,4 +301,5 @@ class _Run:
 
 
 def main() -> None:
+    """``python -m dali_pipes.train``."""
     cli.run(train, "train")

@@ -30,6 +30,9 @@ def _unchanged(images: Any) -> Any:
 @register_op
 @dataclass(frozen=True)
 class ColorJitter(Op):
+    """torchvision ``ColorJitter(brightness, contrast, saturation, hue)``, in ``RandomApply`` when
+    ``p`` < 1: a factor or shift drawn per sample for each component, applied in a random order."""
+
     name = "color_jitter"
     pointwise = True
     brightness: Any = 0.0

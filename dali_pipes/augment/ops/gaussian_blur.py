@@ -21,6 +21,9 @@ from dali_pipes.errors import require
 @register_op
 @dataclass(frozen=True)
 class GaussianBlur(Op):
+    """torchvision ``GaussianBlur(kernel_size, sigma)``, in ``RandomApply`` when ``p`` < 1: one
+    sigma per sample, the same in both directions."""
+
     name = "gaussian_blur"
     kernel_size: Any = 23
     sigma: Any = (0.1, 2.0)

@@ -124,6 +124,7 @@ class DaliCachedLoader(DaliLoader):
 
     @property
     def decoded_here(self) -> int:
+        """How many of the split's images this process decoded (its share of the node's copy)."""
         return self.store.decoded_here
 
     def _inputs(self) -> GraphInputs:

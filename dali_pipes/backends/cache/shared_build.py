@@ -48,6 +48,8 @@ class Build:
     def run(
         self, count: int, measure: Measure, fits: Callable[[int], None], fill: Fill
     ) -> SharedArrays:
+        """This rank's part of the build, start to end: join the generation, measure, (rank 0)
+        allocate, fill, wait for every part, map; any failure is published for the peers."""
         g = self.group
         self.members.join()
         try:
@@ -152,17 +154,20 @@ class Layout:
         self.nbytes = int(padded.sum())
 
     def slot(self, buffer: np.ndarray, index: int) -> np.ndarray | None:
+        """The array of sample ``index`` inside ``buffer`` (None: it has no slot)."""
         if self.shapes[index, 0] < 0:
             return None
         start, size = int(self.offsets[index]), int(self.sizes[index])
         return buffer[start : start + size].reshape(tuple(int(s) for s in self.shapes[index]))
 
     def views(self, mapped: mmap.mmap | bytes, failures: dict[int, str]) -> list[np.ndarray | None]:
+        """Every sample's array in the mapped file (None where it failed or has no slot)."""
         buffer = np.frombuffer(mapped, dtype=np.uint8)
         return [None if i in failures else self.slot(buffer, i) for i in range(len(self.shapes))]
 
 
 def shape_array(shapes: Sequence[Shape | None], n: int) -> np.ndarray:
+    """``shapes`` as an int64 ``[n, 3]`` array, -1 rows where a sample has no shape."""
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, shape in enumerate(shapes):
         if shape is not None:

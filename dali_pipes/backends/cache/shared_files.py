@@ -38,6 +38,7 @@ def publish(path: Path, data: bytes | np.ndarray, *, replace: bool = True) -> No
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing or not (yet) whole."""
     try:
         value = json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -46,6 +47,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def identity(pid: int) -> dict[str, int]:
+    """A process's identity: its pid and start time (a reused pid differs in the latter)."""
     return {"pid": pid, "start": start_time(pid) or 0}
 
 
@@ -71,11 +73,13 @@ def start_time(pid: int) -> int | None:
 
 
 def alive(member: dict[str, int]) -> bool:
+    """Whether the process ``member`` names (:func:`identity`) still runs."""
     start = start_time(int(member.get("pid", -1)))
     return start is not None and (start == member.get("start") or not member.get("start"))
 
 
 def listdir(directory: Path) -> list[str]:
+    """The names in ``directory`` (empty when it cannot be listed)."""
     try:
         return os.listdir(directory)
     except OSError:
@@ -83,6 +87,7 @@ def listdir(directory: Path) -> list[str]:
 
 
 def remove(paths: Sequence[Path]) -> None:
+    """Delete ``paths``, ignoring those already gone."""
     for path in paths:
         with suppress(OSError):
             path.unlink()
@@ -112,6 +117,7 @@ def sweep(directory: Path, mine: str, grace: float) -> None:
 
 
 def older_than(path: Path, when: float) -> bool:
+    """Whether ``path`` was last modified before ``when`` (False when it is gone)."""
     try:
         return path.stat().st_mtime < when
     except OSError:

@@ -74,6 +74,7 @@ class Generation:
 
     @property
     def state_path(self) -> Path:
+        """The key's state file: its current generation and members."""
         return self.directory / f"{self.prefix}.state"
 
     def path(self, what: str) -> Path:
@@ -180,6 +181,8 @@ class Generation:
             delay = min(2 * delay, POLL)
 
     def check_peer(self, q: int, member: dict[str, int] | None, what: str) -> None:
+        """Raise :class:`PeerFailed` if local rank ``q`` never joined, exited, or showed no
+        progress for the timeout while this rank waited for ``what``."""
         timeout = self.group.timeout
         if member is None:
             if time.monotonic() - self.joined_at > timeout:
@@ -206,10 +209,12 @@ class Generation:
             )
 
     def beat(self) -> None:
+        """Show progress: touch this rank's heartbeat file."""
         with suppress(OSError):
             os.utime(self.path(f"beat{self.group.local_rank}"))
 
     def all_exist(self, pattern: str) -> bool | None:
+        """True when every rank's file ``pattern`` (``{}``: the rank) exists, else None."""
         done = all(
             self.path(pattern.format(q)).exists() for q in range(self.group.local_world_size)
         )
@@ -223,12 +228,14 @@ class Generation:
         return dict(state.get("members", {}))
 
     def read_shapes(self) -> np.ndarray:
+        """Every part's published shapes, in sample order."""
         parts = [np.load(self.path(f"shapes{q}.npy")) for q in range(self.group.local_world_size)]
         return np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
 
     # ------------------------------------------------------------ failures
 
     def check_error(self) -> None:
+        """Raise the failure a rank published, as the same one-line error."""
         record = read_json(self.path("error.json"))
         if record is None:
             return
@@ -257,6 +264,7 @@ class Generation:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
+        """Hold the directory's lock for the block (waits at most the timeout)."""
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + self.group.timeout
@@ -276,6 +284,7 @@ class Generation:
             os.close(fd)  # releases the lock
 
     def files(self, *, of_gen: str) -> list[Path]:
+        """The files of generation ``of_gen`` of this key."""
         if not of_gen:
             return []
         start = f"{self.prefix}-{of_gen}."

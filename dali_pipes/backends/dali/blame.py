@@ -136,4 +136,5 @@ class Probe:
         return ""
 
     def close(self) -> None:
+        """Release the probe's pipeline."""
         self._pipe = None

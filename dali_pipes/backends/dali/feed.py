@@ -28,6 +28,8 @@ from dali_pipes.image.decode import header_size
 
 
 class InFlight(NamedTuple):
+    """A batch handed to DALI and not yet delivered: what a search for a bad file re-decodes."""
+
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already left out)
     anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
@@ -141,6 +143,7 @@ class Feed:
         )
 
     def close(self) -> None:
+        """Stop feeding and the reader threads (and a packed dataset's reader)."""
         self.stop()
         if self.stream is not None:
             self.stream.stop()

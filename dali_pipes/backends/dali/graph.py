@@ -68,10 +68,12 @@ class GraphDevices:
 
     @classmethod
     def gpu(cls, device_id: int = 0) -> GraphDevices:
+        """The GPU graph on GPU ``device_id``."""
         return cls("gpu", "gpu", "gpu", device_id)
 
     @classmethod
     def cpu(cls) -> GraphDevices:
+        """The CPU graph, batches on the CPU: no GPU at all."""
         return cls("cpu", "cpu", "cpu", None)
 
     @classmethod
@@ -91,6 +93,7 @@ class GraphDevices:
 
     @property
     def is_twin(self) -> bool:
+        """The GPU's realisation with its operators on the CPU."""
         return self.gpu_graph and not self.on_gpu
 
     @property
@@ -99,6 +102,7 @@ class GraphDevices:
         return self.operators == "cpu" and self.outputs == "gpu"
 
     def describe(self) -> str:
+        """These devices in words, for messages."""
         if self.on_gpu:
             return f"the GPU graph on GPU {self.device_id}"
         if self.is_twin:
@@ -161,6 +165,7 @@ class EncodedFiles:
     source: Callable[[], Any] = never_called
 
     def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        """The feed's encoded files, each decoded to its crop window, and the fed parameters."""
         from nvidia.dali import fn, types
 
         encoded, labels, anchor, shape, *params = fn.external_source(
@@ -183,6 +188,7 @@ class CachedPixels:
     cuda_stream: Any = None
 
     def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
+        """The cached images' crop windows and the fed parameters."""
         from nvidia.dali import fn, types
 
         labels, anchor, shape, *params = fn.external_source(
@@ -221,6 +227,7 @@ class DaliGraph:
 
     @property
     def options(self) -> DaliBackend:
+        """The DALI backend's options (``backend.*``)."""
         assert isinstance(self.spec.backend, DaliBackend)
         return self.spec.backend
 

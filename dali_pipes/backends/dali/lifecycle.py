@@ -17,7 +17,8 @@ from typing import Any, Protocol
 class Closing(Protocol):
     """A loader that can end its epoch and pipeline without draining it."""
 
-    def close_at_exit(self) -> None: ...
+    def close_at_exit(self) -> None:
+        """End the epoch and release the pipeline, without draining it."""
 
 
 # Loaders with a pipeline, closed at interpreter exit before DALI shuts its pipelines down.

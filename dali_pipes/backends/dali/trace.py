@@ -60,10 +60,12 @@ class TracedOp:
 
     @property
     def host_kernel(self) -> bool:
+        """A Python or numba function (code of ours or a user's, reading host memory)."""
         return self.schema in HOST_KERNELS or self.kind in HOST_KERNELS
 
     @property
     def decoder(self) -> bool:
+        """One of DALI's image decoders."""
         return self.schema.startswith(_DECODERS)
 
 
@@ -95,6 +97,7 @@ class GraphCheck:
 
     @property
     def ok(self) -> bool:
+        """No problem was found."""
         return not self.problems
 
 

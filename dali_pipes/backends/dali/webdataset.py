@@ -118,6 +118,7 @@ class WebdatasetStream:
             return out
 
     def stop(self) -> None:
+        """Forget the reader and what it buffered."""
         with self._lock:
             self._pipe = None
             self._buffer = {}
