@@ -20,6 +20,7 @@ one above; ``if TYPE_CHECKING`` imports count, since a type is a dependency too)
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,21 @@ def test_the_public_api_documents_its_arguments_and_what_it_returns(name: str) -
     module, _, attr = name.rpartition(".")
     doc = inspect.getdoc(getattr(importlib.import_module(module), attr)) or ""
     assert "Args:" in doc and "Returns:" in doc, name
+
+
+FIGURE = re.compile(r"\d+(\.\d+)?\s?(%|ms\b|MB\b|GiB\b|img/s)")
+
+
+def test_docstrings_carry_no_measured_figures() -> None:
+    """Measurements go stale in docstrings; they live in benchmarks/RESULTS.md. (The
+    parity bounds' module states the figures each bound rests on: that is its job.)"""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name == "bounds.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                for line in (ast.get_docstring(node) or "").splitlines():
+                    if FIGURE.search(line):
+                        found.append(f"{path.relative_to(SRC.parent)}: {line.strip()}")
+    assert not found, "\n".join(found)

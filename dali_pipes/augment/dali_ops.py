@@ -10,8 +10,8 @@ the values torchvision's uint8 tensors hold. Every function here takes and retur
 the arithmetic follows torchvision's on uint8 tensors step by step: float32 intermediates,
 ``floor`` where torchvision floors, truncation where it converts to uint8 (values are
 clamped to [0, 255] first, so truncation is ``floor``). Float32 rather than uint8 between
-ops because converting float to uint8 is DALI's slowest CPU step (0.5 ms for a 224 px
-image, four times the multiply before it); ``crop_mirror_normalize`` takes either.
+ops because converting float to uint8 is DALI's slowest CPU step (slower than the
+arithmetic around it); ``crop_mirror_normalize`` takes either.
 
 DALI's own ``fn.brightness``, ``fn.contrast``, ``fn.saturation`` and ``fn.hue`` round
 differently, use a fixed contrast centre or rotate hue in YIQ space (mean 11 grey levels

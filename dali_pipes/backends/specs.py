@@ -41,10 +41,10 @@ class DaliBackend(BackendSpec):
     hints and paddings are passed to DALI's decoder (0 keeps DALI's own default).
 
     ``fancy_upsampling`` (GPU only): nvJPEG upsamples chroma like libjpeg-turbo, so GPU
-    batches match the CPU's to a few grey levels (max 4 on the photos) instead of up to ~70
-    at sharp colour edges (mean 0.4 either way). Off, as in DALI, by default: nvJPEG
-    (DALI 2.4, nvJPEG < 13.2) declines region decoding with it, so it costs decoding whole
-    images -- measured on an H100, ResNet-50 trained 32 % slower (benchmarks/RESULTS.md).
+    batches match the CPU's to a few grey levels instead of tens at sharp colour edges
+    (:data:`~dali_pipes.selfcheck.bounds.DALI_GPU_VS_CPU`). Off, as in DALI, by default:
+    nvJPEG (DALI 2.4, nvJPEG < 13.2) declines region decoding with it, so it costs decoding
+    whole images, which slows GPU training (benchmarks/RESULTS.md has the figure).
     ``roi_decode``: decode only the crop window (``decoders.image_slice``) rather than the
     whole image and then slice. ``None`` = yes, except on the GPU with ``fancy_upsampling``
     (where nvJPEG would hand the images to libjpeg-turbo on the CPU instead).

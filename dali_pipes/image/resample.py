@@ -1,9 +1,9 @@
 """DALI's antialiased linear resize of a crop window, as one compiled CPU kernel.
 
 The DALI CPU pipeline resizes every decoded crop window to the output size. DALI's own CPU
-``fn.resize`` costs 2.3-2.7 ms per window of the shared photos (one thread), about a third
-of a CPU batch; its maintainers say the CPU implementation "isn't optimized very much"
-(NVIDIA/DALI#4581). This kernel computes the same filter in 0.5-0.8 ms:
+``fn.resize`` is a large share of a CPU batch; its maintainers say the CPU implementation
+"isn't optimized very much" (NVIDIA/DALI#4581). This kernel computes the same filter in a
+fraction of the time (benchmarks/RESULTS.md, "the resize as a compiled kernel"):
 
 - each output pixel's centre, in window pixels, is ``start + (j + 0.5) * scale`` with
   ``scale = (end - start) / n_out`` per axis (DALI's ``roi_start``/``roi_end``);

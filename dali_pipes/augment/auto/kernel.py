@@ -2,8 +2,8 @@
 
 On the CPU, DALI's arithmetic operators make a pass over the image per operator (an enhance
 op is 4-8 of them), and choosing each sample's operation with conditionals splits and
-merges the batch. Both cost more than the operation itself: with RandAugment the DALI CPU
-pipeline ran at 64 % of its rate without it. Here a slot is one ``numba_function`` call
+merges the batch. Both cost more than the operation itself (benchmarks/RESULTS.md has the
+rates with and without this kernel). Here a slot is one ``numba_function`` call
 per sample: the kernel reads the slot's packed parameters (the same NumPy draws the torch
 backend reads, laid out as :data:`~dali_pipes.augment.auto.layout.FIELDS`) and computes
 the chosen operation in one pass, with torchvision's arithmetic on uint8 images:

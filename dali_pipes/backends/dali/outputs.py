@@ -1,7 +1,7 @@
 """DALI's output batch as torch tensors, as the batch contract wants them.
 
 On the CPU torch takes DALI's memory through DLPack, no copy (what DALI's own iterator
-does; the copy cost 15 % of a CPU batch's wall time): DALI's dynamic executor gives each
+does; a copy is a visible share of a CPU batch's time): DALI's dynamic executor gives each
 output batch memory of its own, kept alive by whoever references it. GPU outputs are
 copied into torch tensors on the consumer's stream (``feed_ndarray``). bfloat16 (which
 DALI has no output type for) is a cast; channels_last is NHWC memory viewed as NCHW.
