@@ -12,7 +12,9 @@ from torchvision.io import encode_jpeg
 
 from dali_pipes.selfcheck import PHOTOS as SHIPPED_PHOTOS
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+SHARED = REPO.parent / "shared" / "data"
 PHOTOS = Path(os.environ.get("DALI_PIPES_PHOTOS", SHARED / "photos"))
 CORNER = Path(os.environ.get("DALI_PIPES_CORNER", SHARED / "corner"))
 #: 13 real photos shipped in the package for the self-check (dali_pipes/selfcheck/photos/
@@ -125,3 +127,14 @@ def real_photos() -> Path:
     """Real photos for the geometry-sensitive tests: the 213 shared ones where they are,
     else the 13 shipped in the package, so a bare clone runs these tests, not skips them."""
     return PHOTOS if PHOTOS.is_dir() else BUNDLED_PHOTOS
+
+
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a plain single process, whatever launched pytest."""
+    for key in list(os.environ):
+        if key in LAUNCH_VARS or key.startswith("SLURM_"):
+            monkeypatch.delenv(key)

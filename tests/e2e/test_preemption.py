@@ -1,0 +1,177 @@
+"""Preemption: SIGTERM/SIGINT stop every rank after the same step, a consistent checkpoint
+is written, and resuming gives exactly the run that was never interrupted."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, TESTS
+
+from dali_pipes.errors import DaliPipesError
+from dali_pipes.runtime.preemption import Preempted, StopRequest
+from dali_pipes.train import checkpoints as checkpoint
+from dali_pipes.train.checkpoints import latest
+
+ROOT = REPO
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+
+
+def test_a_signal_is_only_recorded_and_the_stop_comes_at_the_next_poll() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        assert not stop.poll()
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here: the process goes on
+        assert stop.signum == signal.SIGTERM and stop.name == "SIGTERM"
+        assert stop.poll() and stop.settle()
+    assert signal.getsignal(signal.SIGTERM) is before, "the previous handler is back"
+
+
+def test_a_second_signal_stops_at_once() -> None:
+    with StopRequest(), pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_preempted_exits_with_128_plus_the_signal() -> None:
+    assert Preempted(signal.SIGTERM, "x").exit_code == 143
+    assert Preempted(signal.SIGINT, "x").exit_code == 130
+
+
+@pytest.mark.slow
+def test_ranks_agree_on_the_step_to_stop_after_when_one_rank_is_signalled(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [*TORCHRUN, "--nproc_per_node=2", str(TESTS / "probes" / "stop_probe.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["stopped_after"] == ranks[1]["stopped_after"] is not None
+    assert 3 <= ranks[0]["stopped_after"] <= 4, "within one step of the signal"
+    assert ranks[0]["signum"] is None and ranks[1]["signum"] == signal.SIGTERM
+
+
+def test_a_checkpoint_holding_arbitrary_objects_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "epoch_0000.pt"
+    torch.save({"model": {}, "evil": Path("/")}, path)  # not a tensor nor a plain value
+    with pytest.raises(DaliPipesError, match="objects other than tensors") as err:
+        checkpoint.load(path)
+    assert "\n" not in str(err.value)
+
+
+# A run long enough to be signalled mid-epoch: 720 images, 2 ranks of batch 16 (23 steps).
+RUN = [
+    "-m",
+    "dali_pipes.train",
+    "trainer.epochs=3",
+    "data.train_per_class=120",
+    "data.val_per_class=6",
+    "data.batch_size=16",
+    "backend.num_threads=1",
+]
+
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def torchrun_ok(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """A torchrun training job that must succeed."""
+    done = subprocess.run(
+        [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def metrics(out: Path) -> list[dict[str, str]]:
+    with (out / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_sigterm_under_torchrun_then_resume_gives_the_uninterrupted_weights_and_losses(
+    tmp_path: Path,
+) -> None:
+    ref = tmp_path / "reference"
+    torchrun_ok(2, f"output_dir={ref}")
+
+    out = tmp_path / "preempted"
+    stopped, returncode, stderr = preempt_in_epoch_1(2, out)
+    assert returncode != 0, "a preempted run does not report success"
+    assert "interrupted by SIGTERM" in stderr
+    state = checkpoint.load(stopped)  # weights_only=True
+    assert len(state["rng"]) == 2, "every rank's generators are saved"
+
+    torchrun_ok(2, f"output_dir={out}", "resume=auto")
+    final, want = (
+        checkpoint.load(out / "checkpoints" / "epoch_0002.pt"),
+        checkpoint.load(ref / "checkpoints" / "epoch_0002.pt"),
+    )
+    for name, tensor in want["model"].items():
+        assert torch.equal(final["model"][name], tensor), name
+    got, exp = metrics(out), metrics(ref)
+    assert [r["epoch"] for r in got] == ["0", "1", "2"]
+    for key in ("train_loss", "train_top1", "val_loss", "val_top1", "samples", "lr"):
+        assert [float(r[key]) for r in got] == pytest.approx(
+            [float(r[key]) for r in exp], rel=1e-9
+        ), key
+
+
+def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
+    """Start a torchrun job and SIGTERM it inside epoch 1 (as SLURM does; torchrun passes
+    it on to every rank): the mid-epoch checkpoint, the exit code and stderr."""
+    proc = subprocess.Popen(
+        [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, f"output_dir={out}"],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while latest(out / "checkpoints") is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the run ended before it could be preempted"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    stopped = latest(out / "checkpoints")
+    assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
+    return stopped, proc.returncode, stderr
+
+
+@pytest.mark.slow
+def test_a_run_preempted_on_2_ranks_finishes_its_epoch_on_3_reading_each_sample_once(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "elastic"
+    stopped, _, _ = preempt_in_epoch_1(2, out)
+    seen = checkpoint.load(stopped)["loader"]["samples_seen"]
+    assert 0 < seen < 720 and seen % (2 * 16) == 0, "both ranks stopped after the same step"
+
+    done = torchrun_ok(3, f"output_dir={out}", "resume=auto")
+    assert "dealt out to the new ranks" in done.stderr
+    rows = metrics(out)
+    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    # Epoch 1: the samples read on 2 ranks, then the rest once on 3 ranks plus only
+    # DistributedSampler's padding of that rest to a multiple of 3.
+    assert int(rows[1]["samples"]) == 720 + (-(720 - seen)) % 3
+    assert [int(rows[0]["samples"]), int(rows[2]["samples"])] == [720, 720]

@@ -1,0 +1,1 @@
+"""Code the tests share: trees of test images, packing, one-line errors."""

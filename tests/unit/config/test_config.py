@@ -1,0 +1,157 @@
+"""Every config option composes into a valid spec; the packaged wheel carries conf/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from conftest import REPO, identity_colour, write_jpeg
+
+from dali_pipes import DALIIterator, compose_config
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends.specs import BackendSpec
+from dali_pipes.config.compose import config_dir
+from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.specs import DataSpec
+
+ROOT = REPO
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("data", options("data"))
+@pytest.mark.parametrize("backend", options("backend"))
+@pytest.mark.parametrize("augment", options("augment"))
+def test_every_config_option_composes_into_a_valid_spec(
+    data: str, backend: str, augment: str
+) -> None:
+    cfg = compose_config(
+        [f"data={data}", f"backend={backend}", f"augment={augment}", "data.root=/some/where"]
+        if data in ("folder", "imagenet")
+        else [f"data={data}", f"backend={backend}", f"augment={augment}"]
+    )
+    assert to_spec(cfg.data, DataSpec).name == data
+    assert to_spec(cfg.backend, BackendSpec).name == backend
+    to_spec(cfg.augment, AugmentSpec)
+
+
+def test_default_config_trains_on_the_sample_data_with_small_images() -> None:
+    cfg = compose_config()
+    assert cfg.data.name == "sample" and cfg.backend.name == "dali"
+    assert cfg.augment.train.crop.size == 64
+    spec = loader_spec(cfg, "train")
+    assert spec.source.num_classes == 6 and len(spec.source) == 6 * cfg.data.train_per_class
+    assert len(loader_spec(cfg, "val").source) == 6 * cfg.data.val_per_class
+
+
+def test_imagenet_config_reads_train_and_val_subfolders(tmp_path: Path) -> None:
+    for split, k in (("train", 0), ("val", 1)):
+        write_jpeg(
+            tmp_path / split / "n01" / "a.JPEG",
+            identity_colour(k)[None, None].repeat(8, 0).repeat(8, 1),
+        )
+    cfg = compose_config(["data=imagenet", f"data.root={tmp_path}"])
+    assert cfg.augment.train.crop.size == 224 and cfg.data.batch_size == 256
+    for split in ("train", "val"):
+        source = loader_spec(cfg, split).source
+        assert isinstance(source, ImageSource)
+        assert source.files[0].endswith(f"{split}/n01/a.JPEG")
+
+
+def test_dali_iterator_keyword_defaults_equal_the_config_defaults(identity_tree: Path) -> None:
+    from_kwargs = DALIIterator(identity_tree, device="cpu").spec
+    cfg = compose_config(
+        ["data=folder", f"data.root={identity_tree}", "augment=imagenet", "backend.device=cpu"]
+    )
+    from_cfg = DALIIterator.from_config(cfg).spec
+    assert asdict(from_kwargs.augment) == asdict(from_cfg.augment)
+    assert asdict(from_kwargs.backend) == asdict(from_cfg.backend)
+    assert asdict(from_kwargs.sampling) == asdict(from_cfg.sampling)
+    assert from_kwargs.batch_size == from_cfg.batch_size
+    assert isinstance(from_kwargs.source, ImageSource) and isinstance(from_cfg.source, ImageSource)
+    assert from_kwargs.source.files == from_cfg.source.files
+
+
+def test_dali_iterator_from_config_refuses_another_backend(identity_tree: Path) -> None:
+    cfg = compose_config(["data=folder", f"data.root={identity_tree}", "backend=torch"])
+    with pytest.raises(ValueError, match="backend=dali"):
+        DALIIterator.from_config(cfg)
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("dali_pipes-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for required in (
+        "dali_pipes/conf/train.yaml",
+        "dali_pipes/conf/data/imagenet.yaml",
+        "dali_pipes/conf/backend/dali.yaml",
+    ):
+        assert required in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = (
+        "import dali_pipes.config.compose as c; d = c.config_dir(); "
+        f"assert str(d).startswith({str(site)!r}), d; "
+        "cfg = c.compose_config(['data=imagenet', 'data.root=/x']); print(cfg.data.train_dir)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == "train"
+
+
+def test_dali_iterator_skips_bad_files_when_asked(identity_tree: Path, tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(identity_tree, root)
+    (root / "ant" / "broken.jpg").write_bytes(b"not a jpeg")
+    loader = DALIIterator(
+        root,
+        device="cpu",
+        train=False,
+        batch_size=8,
+        image_size=32,
+        resize_size=36,
+        on_error="skip",
+    )
+    assert sum(len(labels) for _, labels in loader) == 17
+    assert list(loader.bad_files) == [str(root / "ant" / "broken.jpg")]
+
+
+@pytest.mark.parametrize("tool", ["train", "bench", "doctor", "scan", "pack"])
+@pytest.mark.parametrize("data", ["sample", "folder", "imagenet", "shards", "synthetic"])
+def test_every_tool_composes_with_every_data_config(tool: str, data: str) -> None:
+    cfg = compose_config(
+        [f"data={data}", "out=/tmp/unused"] if tool == "pack" else [f"data={data}"],
+        config_name=tool,
+    )
+    assert cfg.data.name == data
