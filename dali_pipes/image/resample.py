@@ -15,7 +15,7 @@ fraction of the time (benchmarks/RESULTS.md, "the resize as a compiled kernel"):
 - rows first into a float32 line, then columns, rounded once to uint8.
 
 It agrees with DALI's ``fn.resize`` to within one grey level on rare pixels (float
-summation order); ``tests/test_resample.py`` holds it to that. The GPU keeps DALI's
+summation order); ``tests/unit/image/test_resample.py`` holds it to that. The GPU keeps DALI's
 ``fn.resize``, which is fast there.
 """
 

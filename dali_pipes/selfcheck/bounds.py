@@ -1,7 +1,7 @@
 """The parity bounds: how far two loaders' batches may differ, each bound with its reason.
 
-One place for the bounds the parity tests assert (``tests/test_parity.py``,
-``tests/test_op_parity.py``, the CPU twins in ``tests/test_gpu_graphs.py``) and the
+One place for the bounds the parity tests assert (``tests/parity/test_parity.py``,
+``tests/parity/test_op_parity.py``, the CPU twins in ``tests/parity/test_twins.py``) and the
 self-check applies on a user's machine. Batches are compared on the 0-255 scale; the
 measured figures behind each bound are in benchmarks/RESULTS.md.
 
@@ -110,7 +110,7 @@ CACHE_GPU_VS_RAM = Bound(1.0)
 #: rule, not PIL's (torchvision's): against the torch backend, a split whose ops can reach
 #: Equalize differs by that on top of its own bound. Measured with the CPU twin: on every
 #: other one of the 213 photos up to mean 2.1 and 4.0 % of values off by > 16 (autoaugment,
-#: tests/test_twins.py); on the 13 shipped
+#: tests/parity/test_twins.py); on the 13 shipped
 #: photos, one batch (the self-check's), up to mean 2.1 and 4.2 % (randaugment); the bound
 #: leaves 1.5x on both.
 EQUALIZE_RULE = Bound(3.0, 255.0, 6.0)

@@ -351,12 +351,12 @@ def test_pixels_of_textured_photos_equal_the_references_up_to_resampling(
     kind: str, train: bool
 ) -> None:
     """Same window, ROI, resize, flip and order as torchvision's: what differs is resampling
-    arithmetic, within the CPU parity bounds of tests/test_parity.py (a window one pixel
+    arithmetic, within the CPU parity bounds of tests/parity/test_parity.py (a window one pixel
     off exceeds them several times over there). The outermost output lines are left out:
     where a filter reaches past the window, DALI (and the torch backend, which matches it)
     clamps to the edge pixel and torchvision renormalises, up to ~20 levels apart
     (dali_pipes/augment/geometry_torch.py). The GPU kinds are not compared here (no measured bound
-    against this reference yet); tests/test_parity.py holds DALI on the GPU to DALI on the
+    against this reference yet); tests/parity/test_parity.py holds DALI on the GPU to DALI on the
     CPU on the same photos."""
     loader = make(kind, BUNDLED_PHOTOS, train=train, extra=TEXTURED_OVERRIDES)
     ours = torch.cat([images.float().cpu() for images, _ in loader])

@@ -1,6 +1,6 @@
-"""Run under torchrun by test_train.py: each rank writes the sample ids it read.
+"""Run under torchrun by tests/e2e/test_train.py: each rank writes the sample ids it read.
 
-Usage: torchrun --nproc_per_node=N tests/dist_probe.py ROOT OUT_DIR BACKEND
+Usage: torchrun --nproc_per_node=N tests/probes/dist_probe.py ROOT OUT_DIR BACKEND
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Run under torchrun by test_preemption.py: do the ranks agree on when to stop?
+"""Run under torchrun by tests/e2e/test_preemption.py: do the ranks agree on when to stop?
 
 Rank 1 signals itself (SIGTERM) before step 3; every rank polls its StopRequest after each
 "step" (a short sleep, skewed per rank so the ranks are never in lockstep) and writes the
-step it stopped after. Usage: torchrun --nproc_per_node=N tests/stop_probe.py OUT_DIR
+step it stopped after. Usage: torchrun --nproc_per_node=N tests/probes/stop_probe.py OUT_DIR
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def test_the_same_seed_epoch_and_batch_give_the_same_result_on_every_backend() -
     """Targets are equal exactly; images to the resampling parity of the two backends
     (a grey level or two: < 0.1 after normalising, where a different mixing weight, box or
     noise moves values by whole units). RandAugment is left out here: its per-op parity,
-    with its own bounds, is tests/test_op_parity.py's."""
+    with its own bounds, is tests/parity/test_op_parity.py's."""
     runs = {
         b: deit_batches(b, epoch=3, extra=("~augment.train.ops.randaugment",))
         for b in ("torch", "dali-cpu")

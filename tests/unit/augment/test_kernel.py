@@ -7,8 +7,8 @@ photos, with the packed parameters the DALI feed carries: every operation is exa
 the warps with a fractional source position, where torchvision computes its sampling grid
 in float32 in another order and a position within rounding error of a pixel boundary
 picks the neighbour (measured on these photos: at most 0.002 % of the values).
-The pipeline-level parity with DALI's decode is tests/test_op_parity.py; the GPU's graph of
-the slots (DALI conditionals), run as its CPU twin, is tests/test_twins.py.
+The pipeline-level parity with DALI's decode is tests/parity/test_op_parity.py; the GPU's graph of
+the slots (DALI conditionals), run as its CPU twin, is tests/parity/test_twins.py.
 """
 
 from __future__ import annotations

@@ -291,7 +291,8 @@ def _previous_dali_recipe(
             adjust_orientation=False,
         )
         # The resize is the CPU graph's since e7909da: DALI's filter compiled
-        # (dali_pipes.image.resample, held to DALI's fn.resize by tests/test_resample.py);
+        # (dali_pipes.image.resample, held to DALI's fn.resize by
+        # tests/unit/image/test_resample.py);
         # what this test pins is the redesign's geometry, draws, flip and normalisation.
         images = fn.python_function(
             images,

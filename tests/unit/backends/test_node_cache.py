@@ -2,7 +2,7 @@
 
 Processes started with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE) and a shared job key stand in for the local ranks of one node; run as a
-script, this file is such a rank (``python tests/test_node_cache.py MODE ROOT OUT``).
+script, this file is such a rank (``python tests/unit/backends/test_node_cache.py MODE ROOT OUT``).
 """
 
 from __future__ import annotations

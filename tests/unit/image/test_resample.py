@@ -7,7 +7,7 @@ DALI's CPU operator directly, on the committed real photos and on generated imag
 for their edges: fractional ROIs, shrinking and enlarging, one-pixel-high windows, extreme
 aspect ratios, one and four channels. Float summation order makes a rare pixel differ by
 one; a wrong filter, support, edge rule or ROI mapping differs by many on most pixels.
-The loader-level parity (DALI CPU against the torch backend) is tests/test_parity.py.
+The loader-level parity (DALI CPU against the torch backend) is tests/parity/test_parity.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``python -m dali_pipes.selfcheck``: one line per check, a report, an honest exit code.
 
-The whole self-check runs from an installed wheel in tests/test_packaging.py; here its
+The whole self-check runs from an installed wheel in tests/e2e/test_packaging.py; here its
 parts: a failing or crashing check, the report files, an unwritable report folder, what
 the machine description holds, and the checks' own behaviour on this machine.
 """
