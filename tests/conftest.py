@@ -54,6 +54,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+#: The ``record_property`` key whose value a test wants printed at the end of the run.
+SUMMARY = "summary"
+_summaries: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the lines tests recorded under :data:`SUMMARY`: a report's user properties
+    reach the controlling process under pytest-xdist, where a worker's prints do not."""
+    if report.when == "call":
+        _summaries.extend(str(v) for k, v in report.user_properties if k == SUMMARY)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print what tests asked to be printed (e.g. how many GPU graphs were traced)."""
+    if _summaries:
+        terminalreporter.section("recorded by tests")
+        for line in sorted(set(_summaries)):
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _sample_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Generate the embedded sample dataset into this run's cache, not ~/.cache: one cache
