@@ -29,7 +29,7 @@ from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import augment_preset
 from dali_pipes.config.specs import loader_spec
-from dali_pipes.data.sources import discover_folder
+from dali_pipes.data.sources import ImageSource, discover_folder
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.distributed import ranks
@@ -55,9 +55,9 @@ class DALIIterator(DaliLoader):
         drop_last, shuffle, seed: as ``DataLoader`` and ``DistributedSampler`` take them
             (``shuffle`` None: ``train``).
         num_threads, prefetch_queue_depth, hw_decoder_load: DALI's (``backend.*``).
-        on_error, max_pixels, exclude: bad input (``data.*``): ``raise`` or ``skip``, the
-            header size limit, a manifest of files to leave out
-            (``python -m dali_pipes.scan``).
+        on_error, max_pixels, exclude, read_timeout: bad input (``data.*``): ``raise`` or
+            ``skip``, the header size limit, a manifest of files to leave out
+            (``python -m dali_pipes.scan``), the seconds one file's read may take.
         rank, world_size: default to torchrun's.
 
     Returns:
@@ -91,13 +91,13 @@ class DALIIterator(DaliLoader):
         on_error: str = DataSpec.on_error,
         max_pixels: int = DataSpec.max_pixels,
         exclude: str | None = DataSpec.exclude,
+        read_timeout: float = DataSpec.read_timeout,
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
-        DataSpec(batch_size=batch_size, on_error=on_error, max_pixels=max_pixels)  # validates
         super().__init__(
             LoaderSpec(
-                source=discover_folder(root, on_error=on_error, exclude=exclude),
+                source=_folder(root, batch_size, on_error, max_pixels, exclude, read_timeout),
                 train=train,
                 batch_size=batch_size,
                 augment=augment_spec(
@@ -205,3 +205,18 @@ def _sampling(
         rank=where.rank if rank is None else rank,
         world_size=where.world_size if world_size is None else world_size,
     )
+
+
+def _folder(
+    root: str | os.PathLike[str],
+    batch_size: int,
+    on_error: str,
+    max_pixels: int,
+    exclude: str | None,
+    read_timeout: float,
+) -> ImageSource:
+    """The folder's samples, the data arguments validated as the config's ``data.*`` are."""
+    DataSpec(
+        batch_size=batch_size, on_error=on_error, max_pixels=max_pixels, read_timeout=read_timeout
+    )
+    return discover_folder(root, on_error=on_error, exclude=exclude, read_timeout=read_timeout)

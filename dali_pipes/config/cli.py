@@ -29,7 +29,7 @@ from dali_pipes.config.compose import config_dir
 from dali_pipes.config.schemas import register
 from dali_pipes.config.specs import check_augment, config_error
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.runtime.preemption import Preempted
+from dali_pipes.runtime.preemption import Interrupted, Preempted
 
 # Hydra prints its own errors (several lines, exit code 1) unless this is "1"; then it
 # raises them.
@@ -43,7 +43,8 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
     # starts; Python keeps an inherited SIG_IGN instead of installing its handler.
     """Run tool ``task`` on ``conf/<config_name>.yaml`` composed with the command line:
     a :class:`~dali_pipes.errors.DaliPipesError` or a mistake Hydra finds is one line on
-    stderr and exit code 2, a preemption exits 128 + signal, a second Ctrl-C 130."""
+    stderr and exit code 2, a preemption and a second signal exit 128 + signal, a Ctrl-C
+    outside training 130."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     register()
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
@@ -73,9 +74,9 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
         except Preempted as exc:  # stopped at a step boundary, checkpoint written
             print(f"dali_pipes: {exc}", file=sys.stderr)
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:  # a second Ctrl-C, or one outside training
+        except KeyboardInterrupt as exc:  # a second signal, or a Ctrl-C outside training
             print("dali_pipes: interrupted", file=sys.stderr)
-            sys.exit(130)
+            sys.exit(exc.exit_code if isinstance(exc, Interrupted) else 130)
         hydra_raises(True)  # the next job of a multirun is composed next
 
     hydra_raises(True)

@@ -71,6 +71,9 @@ class TrainerSpec:
     channels_last: str = "auto"  # auto = on for the GPU
     max_steps_per_epoch: int | None = None  # cap for smoke runs and the doctor
     keep_checkpoints: int = 2
+    # Seconds SIGTERM/SIGINT may wait for a step boundary before the process exits without
+    # a checkpoint (dali_pipes.runtime.preemption); null: wait forever (a notebook).
+    stop_timeout: float | None = 30.0
     # Where the model trains: auto | cuda | cpu. auto = where the loader makes batches (the
     # GPU when CUDA is usable, the CPU with backend.device=cpu); cuda with
     # backend.device=cpu hands CPU-made batches to a GPU model (dali_pipes.runtime.devices).
@@ -127,7 +130,14 @@ class TrainerSpec:
             )
 
     def _check_run(self) -> None:
-        """Precision, memory format, steps and checkpoints kept."""
+        """Precision, memory format, steps, checkpoints kept, the stop's grace period."""
+        if self.stop_timeout is not None:
+            require(
+                0 < self.stop_timeout < math.inf,
+                "trainer.stop_timeout",
+                self.stop_timeout,
+                "must be a finite number of seconds > 0, or null",
+            )
         require(self.amp in AMP, "trainer.amp", self.amp, f"choose one of {AMP}")
         require(
             self.channels_last in SWITCH,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.shards import ShardLayout, ShardReader, open_split
 from dali_pipes.data.specs import DataSpec, FolderData, SampleData, ShardData, SyntheticData
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import read_file
+from dali_pipes.image.decode import read_files
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class ImageSource:
     rejected: tuple[tuple[str, str], ...] = ()
     #: Where the samples of a packed dataset are (None: one file per sample).
     layout: ShardLayout | None = field(default=None, repr=False)
+    #: Seconds a file's read may take before it is a bad file (``data.read_timeout``).
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT
 
     def __post_init__(self) -> None:
         reader = ShardReader(self.layout) if self.layout is not None else None
@@ -63,7 +67,7 @@ class ImageSource:
                 return list(reader.read(indices))
             except DataError as exc:
                 return [exc] * len(indices)
-        return [read_file(self.files[int(i)]) for i in indices]
+        return read_files([self.files[int(i)] for i in indices], self.read_timeout)
 
     def identity(self, indices: list[int] | np.ndarray) -> np.ndarray:
         """What each sample's random augmentation is drawn from (with seed and epoch): the
@@ -106,42 +110,27 @@ Source = ImageSource | SyntheticSource
 
 
 def discover_folder(
-    root: str | os.PathLike[str], *, on_error: str = "raise", exclude: str | None = None
+    root: str | os.PathLike[str],
+    *,
+    on_error: str = "raise",
+    exclude: str | None = None,
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT,
 ) -> ImageSource:
     """List ``root/<class>/**/<image>`` like ``torchvision.datasets.ImageFolder``.
 
-    Files of a format the backends cannot decode fail the listing, or with
-    ``on_error="skip"`` are left out and listed in ``rejected``; so are the files of an
-    ``exclude`` manifest (from ``python -m dali_pipes.scan``).
+    Files of a format the backends cannot decode, and names with an image extension that
+    are not regular files (a FIFO would block its reader forever), fail the listing, or
+    with ``on_error="skip"`` are left out and listed in ``rejected``; so are the files of an
+    ``exclude`` manifest (from ``python -m dali_pipes.scan``). A symlink back into a folder
+    above it is not followed (with a warning), where ImageFolder would list the same images
+    again under ever longer paths.
     """
     excluded = read_manifest(exclude) if exclude else {}
-    rejected: list[tuple[str, str]] = []
     top = Path(root).expanduser()
     classes = _class_folders(top)
-    files: list[str] = []
-    labels: list[int] = []
-    ignored = 0
+    listing = _Listing(on_error, excluded)
     for index, name in enumerate(classes):
-        found = 0
-        for dirpath, _, fnames in sorted(os.walk(top / name, followlinks=True)):
-            for fname in sorted(fnames):
-                ext = os.path.splitext(fname)[1].lower()
-                path = os.path.join(dirpath, fname)
-                if ext in IMAGE_EXTENSIONS:
-                    if excluded and (reason := excluded.get(str(Path(path).resolve()))):
-                        rejected.append((path, f"in the scan manifest: {reason}"))
-                        continue
-                    files.append(path)
-                    labels.append(index)
-                    found += 1
-                elif ext in UNSUPPORTED_EXTENSIONS:
-                    message = f"{ext} images are not supported; convert it to JPEG or PNG"
-                    if on_error != "skip":
-                        raise DataError(f"{path}: {message}, or remove it")
-                    rejected.append((path, message))
-                else:
-                    ignored += 1
-        if found == 0:
+        if listing.add_class(top / name, index) == 0:
             message = (
                 f"class folder {top / name} has no usable images "
                 f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
@@ -149,15 +138,108 @@ def discover_folder(
             if on_error != "skip":
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
-    if ignored:
-        log.info("%s: ignored %d files without an image extension", top, ignored)
+    if listing.ignored:
+        log.info("%s: ignored %d files without an image extension", top, listing.ignored)
     return ImageSource(
         root=str(top),
-        files=tuple(files),
-        labels=np.asarray(labels, dtype=np.int64),
+        files=tuple(listing.files),
+        labels=np.asarray(listing.labels, dtype=np.int64),
         classes=tuple(classes),
-        rejected=tuple(rejected),
+        rejected=tuple(listing.rejected),
+        read_timeout=read_timeout,
     )
+
+
+@dataclass
+class _Listing:
+    """What :func:`discover_folder` has found so far: samples, files left out, others."""
+
+    on_error: str
+    excluded: dict[str, str]
+    files: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    ignored: int = 0
+
+    def add_class(self, folder: Path, label: int) -> int:
+        """List one class folder's images under ``label``; how many were kept."""
+        found = 0
+        for entry in _walk(folder):
+            ext = os.path.splitext(entry.name)[1].lower()
+            path = entry.path
+            if ext in IMAGE_EXTENSIONS:
+                if not entry.is_file():
+                    self._reject(path, f"is not a regular file ({_kind(path)}); replace it")
+                elif (
+                    reason := self.excluded.get(str(Path(path).resolve()))
+                    if self.excluded
+                    else None
+                ):
+                    self.rejected.append((path, f"in the scan manifest: {reason}"))
+                else:
+                    self.files.append(path)
+                    self.labels.append(label)
+                    found += 1
+            elif ext in UNSUPPORTED_EXTENSIONS:
+                self._reject(path, f"{ext} images are not supported; convert it to JPEG or PNG")
+            else:
+                self.ignored += 1
+        return found
+
+    def _reject(self, path: str, message: str) -> None:
+        if self.on_error != "skip":
+            raise DataError(f"{path}: {message}, or remove it")
+        self.rejected.append((path, message))
+
+
+def _walk(folder: Path) -> list[os.DirEntry[str]]:
+    """The non-folder entries under ``folder`` in ``sorted(os.walk(folder, followlinks=True))``
+    order, names sorted within each folder, without entering a folder twice on one path (a
+    symlink loop, named in a warning)."""
+    found: list[tuple[str, list[os.DirEntry[str]]]] = []
+
+    def visit(path: str, above: frozenset[tuple[int, int]]) -> None:
+        try:
+            st = os.stat(path)
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError:
+            return  # as os.walk: an unreadable folder is passed over
+        key = (st.st_dev, st.st_ino)
+        if key in above:
+            log.warning("%s leads back to a folder above it (a symlink loop); not followed", path)
+            return
+        folders = [e for e in entries if _is_dir(e)]
+        found.append((path, sorted((e for e in entries if not _is_dir(e)), key=lambda e: e.name)))
+        for entry in folders:
+            visit(entry.path, above | {key})
+
+    visit(str(folder), frozenset())
+    return [entry for _, entries in sorted(found, key=lambda f: f[0]) for entry in entries]
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _kind(path: str) -> str:
+    """What a non-regular file is, in words."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "a broken symlink"
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "not a file"
 
 
 def _class_folders(top: Path) -> list[str]:
@@ -194,7 +276,12 @@ def open_source(data: DataSpec, split: str) -> Source:
         from dali_pipes.data.sample_set import ensure_sample_dataset
 
         root = ensure_sample_dataset(data.root, data.train_per_class, data.val_per_class)
-        return discover_folder(root / split, on_error=data.on_error, exclude=data.exclude)
+        return discover_folder(
+            root / split,
+            on_error=data.on_error,
+            exclude=data.exclude,
+            read_timeout=data.read_timeout,
+        )
     if isinstance(data, FolderData):
         if not data.root:
             raise ConfigError("data.root is not set: pass data.root=/path/to/images")
@@ -203,6 +290,7 @@ def open_source(data: DataSpec, split: str) -> Source:
             Path(data.root) / sub if sub else Path(data.root),
             on_error=data.on_error,
             exclude=data.exclude,
+            read_timeout=data.read_timeout,
         )
     raise ConfigError(
         f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic"

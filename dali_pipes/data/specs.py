@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dali_pipes.errors import require
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 ON_ERROR = ("raise", "skip")
 CACHES = (None, "ram", "gpu")
@@ -21,7 +22,8 @@ class DataSpec:
     it; ``skip`` reports each such file once, leaves it out and carries on. ``max_pixels``
     rejects a file whose header claims more pixels, before anything is allocated.
     ``exclude`` is a manifest written by ``python -m dali_pipes.scan``: the files it lists
-    are left out of the dataset before sharding.
+    are left out of the dataset before sharding. ``read_timeout`` (seconds) bounds each
+    file's read: a read past it (a stalled mount) is a bad file under ``on_error``.
     """
 
     name: str = "folder"
@@ -31,12 +33,14 @@ class DataSpec:
     max_pixels: int = DEFAULT_MAX_PIXELS
     exclude: str | None = None
     cache: str | None = None
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
         require(self.cache in CACHES, "data.cache", self.cache, "choose null, ram or gpu")
         require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
         require(self.max_pixels >= 1, "data.max_pixels", self.max_pixels, "must be >= 1")
+        require(self.read_timeout > 0, "data.read_timeout", self.read_timeout, "must be > 0")
 
 
 @dataclass(frozen=True)

@@ -280,7 +280,7 @@ class _Run:
             self.describe()
         row: dict[str, Any] = {}
         try:
-            with StopRequest() as stop:
+            with StopRequest(self.spec.stop_timeout) as stop:
                 for epoch in range(self.resumed.start_epoch, self.spec.epochs):
                     lr = self.epoch_lr(epoch)
                     tr = self.train_epoch(epoch, stop)

@@ -17,7 +17,7 @@ import torch
 from conftest import REPO, TESTS
 
 from dali_pipes.errors import DaliPipesError
-from dali_pipes.runtime.preemption import Preempted, StopRequest
+from dali_pipes.runtime.preemption import Interrupted, Preempted, StopRequest
 from dali_pipes.train import checkpoints as checkpoint
 from dali_pipes.train.checkpoints import latest
 
@@ -39,6 +39,14 @@ def test_a_second_signal_stops_at_once() -> None:
     with StopRequest(), pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_two_sigterms_are_a_second_signal_with_its_own_exit_code() -> None:
+    with StopRequest(), pytest.raises(Interrupted) as second:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert second.value.exit_code == 143
+    assert isinstance(second.value, KeyboardInterrupt)
 
 
 def test_preempted_exits_with_128_plus_the_signal() -> None:
@@ -175,3 +183,67 @@ def test_a_run_preempted_on_2_ranks_finishes_its_epoch_on_3_reading_each_sample_
     # DistributedSampler's padding of that rest to a multiple of 3.
     assert int(rows[1]["samples"]) == 720 + (-(720 - seen)) % 3
     assert [int(rows[0]["samples"]), int(rows[2]["samples"])] == [720, 720]
+
+
+def blocked_run(tree: Path, out: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
+    """A training run blocked in the read of one of ``tree``'s files (a dead mount), once it
+    says so."""
+    stuck = sorted(tree.rglob("*.jpg"))[3]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(TESTS / "probes" / "blocked_read_probe.py"),
+            str(stuck),
+            "data=folder",
+            f"data.root={tree}",
+            "data.batch_size=4",
+            "data.read_timeout=600",
+            "backend.device=cpu",
+            "model=small_cnn",
+            "trainer=quick",
+            "trainer.epochs=1",
+            f"output_dir={out}",
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "blocked", proc.communicate(timeout=60)[1][-3000:]
+    return proc, stuck
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_sigterm_during_a_read_that_never_returns_ends_the_run_within_the_stop_timeout(
+    identity_tree: Path, tmp_path: Path, backend: str
+) -> None:
+    # The torch backend reads in this process (no workers), where the step boundary waits.
+    workers = ["backend.num_workers=0"] if backend == "torch" else []
+    proc, _ = blocked_run(
+        identity_tree, tmp_path, f"backend={backend}", *workers, "trainer.stop_timeout=3"
+    )
+    time.sleep(0.5)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    took = time.monotonic() - start
+    assert proc.returncode == 143, stderr[-3000:]
+    assert 2.5 < took < 20, f"{took:.1f} s"
+    assert "no step boundary within 3 s" in stderr
+    assert "no step boundary within 3 s" in (tmp_path / "train.log").read_text()
+
+
+def test_a_second_sigterm_during_a_blocked_read_exits_at_once_with_143(
+    identity_tree: Path, tmp_path: Path
+) -> None:
+    proc, _ = blocked_run(identity_tree, tmp_path, "trainer.stop_timeout=60")
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert time.monotonic() - start < 10
