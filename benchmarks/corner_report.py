@@ -1,13 +1,19 @@
 """Per-category record of what scan and each backend accept from ../shared/data/corner.
 
 Usage: python benchmarks/corner_report.py [CORNER_DIR]   (prints a Markdown table)
-Compares with corner.csv's Pillow column. Each backend runs one validation epoch with
-data.on_error=skip on the CPU; "accepted" files are the ones it yielded.
+Compares with corner.csv's Pillow column. scan checks with the decoders of backend=dali
+(libjpeg-turbo and DALI's CPU decoder). Each backend runs one validation epoch with
+data.on_error=skip on the CPU; "accepted" files are the ones it yielded. Last, DALI on the
+CPU runs the validation epoch with the scan's manifest as data.exclude and the default
+data.on_error=raise (over a copy of the folder without mpo/, which holds no file with an
+image extension: a layout error under raise, as for ImageFolder), and the column counts
+what it yielded; a decoder error would end the script.
 """
 
 from __future__ import annotations
 
 import csv
+import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -26,13 +32,19 @@ def main(corner: Path) -> None:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         manifest = Path(tmp) / "bad.csv"
+        copy = Path(tmp) / "corner"  # without mpo/, for the run under raise (see above)
+        shutil.copytree(corner, copy, ignore=lambda d, _: ["mpo"] if Path(d) == corner else [])
         run_scan(
             compose_config(
-                ["data=folder", f"data.root={corner}", f"scan.out={manifest}", "scan.splits=[val]"],
+                ["data=folder", f"data.root={copy}", f"scan.out={manifest}", "scan.splits=[val]"],
                 config_name="scan",
             )
         )
-        rejected = {"scan": set(read_manifest(manifest))}
+        back = {
+            str(p.resolve()): str((corner / p.relative_to(copy)).resolve()) for p in copy.rglob("*")
+        }
+        rejected = {"scan": {back[p] for p in read_manifest(manifest)}}
+        rejected["excluded"] = {back[p] for p in _excluded_run(copy, manifest)}
     for backend in ("torch", "dali"):
         cfg = compose_config(
             [
@@ -58,20 +70,42 @@ def main(corner: Path) -> None:
         t["pillow"] += r["pillow_decode"] == "ok"
         for name, bad in rejected.items():
             t[name] += path not in bad
-    columns = ["files", "pillow", "scan", "torch", "dali"]
+    columns = ["files", "pillow", "scan", "torch", "dali", "excluded"]
     print(
-        "| category | files | Pillow decodes | scan accepts | torch accepts | DALI (CPU) accepts |"
+        "| category | files | Pillow decodes | scan accepts | torch accepts | DALI (CPU) accepts "
+        "| DALI, exclude + raise |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     total: dict[str, int] = defaultdict(int)
     for name in sorted(table):
         t = table[name]
         for k, v in t.items():
             total[k] += v
-        print(
-            f"| {name} | {t['files']} | {t['pillow']} | {t['scan']} | {t['torch']} | {t['dali']} |"
-        )
+        print("| " + " | ".join([name, *(str(t[c]) for c in columns)]) + " |")
     print("| **all** | " + " | ".join(str(total[c]) for c in columns) + " |")
+
+
+def _excluded_run(root: Path, manifest: Path) -> set[str]:
+    """DALI CPU, one validation epoch, data.exclude=manifest, on_error=raise: the resolved
+    paths under ``root`` it did not yield (raises on any decoder error)."""
+    cfg = compose_config(
+        [
+            "data=folder",
+            f"data.root={root}",
+            "backend=dali",
+            "backend.device=cpu",
+            f"data.exclude={manifest}",
+            "data.batch_size=16",
+            "augment.val.crop.resize=36",
+            "augment.val.crop.size=32",
+        ]
+    )
+    loader = build_loader(cfg, "val")
+    files = getattr(loader.spec.source, "files", ())
+    assert sum(len(labels) for _, labels in loader) == len(files)
+    loader.close()
+    yielded = {str(Path(f).resolve()) for f in files}
+    return {str(p.resolve()) for p in root.rglob("*") if p.is_file()} - yielded
 
 
 if __name__ == "__main__":

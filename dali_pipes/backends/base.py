@@ -92,6 +92,12 @@ class BadFiles:
     def __contains__(self, path: object) -> bool:
         return path in self.reasons
 
+    def share_reports(self, other: BadFiles) -> None:
+        """Report files through ``other``'s record: a file both loaders meet (the two splits
+        of one folder) is logged once per run, not once per loader. Counts stay apart."""
+        other.reasons.update(self.reasons)
+        self.reasons = other.reasons
+
 
 @dataclass(frozen=True)
 class EpochPlan:

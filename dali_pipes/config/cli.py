@@ -93,7 +93,17 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
 
 def _fail(exc: DaliPipesError) -> None:
     print(f"dali_pipes: error: {exc}", file=sys.stderr)
+    _to_log_files(f"error: {exc}")
     sys.exit(2)
+
+
+def _to_log_files(message: str) -> None:
+    """Also write ``message`` to the run's log files (train.log), which the console line
+    printed above does not reach, so the log of a failed run ends with why it failed."""
+    record = logging.LogRecord("dali_pipes", logging.ERROR, __file__, 0, message, None, None)
+    for handler in logging.getLogger("dali_pipes").handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _job_output_dir(cfg: DictConfig) -> None:

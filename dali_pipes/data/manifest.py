@@ -9,10 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from dali_pipes.data.files import write_text
 from dali_pipes.errors import DataError
 
 
@@ -23,11 +23,7 @@ def write_manifest(path: Path, bad: Iterable[tuple[str, str]]) -> None:
     out.writerow(["path", "reason"])
     for file, reason in sorted(bad):
         out.writerow([str(Path(file).resolve()), reason])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", newline="") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, path)
+    write_text(path, buf.getvalue(), hint="free space or choose another scan.out")
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, str]:

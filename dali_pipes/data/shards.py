@@ -24,6 +24,7 @@ neighbouring samples into one read, from one open descriptor per shard and proce
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -32,16 +33,19 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
+from dali_pipes.data.files import write_atomic, write_text
 from dali_pipes.errors import DataError, unreadable
 
 FORMAT = "dali_pipes.shards/1"  # written into every pack: never renamed with the module
 MANIFEST = "dataset.json"
 IMAGE_EXTS = ("jpg", "png", "webp")
 INDEX_VERSION = "v1.2"
+#: What to do when a shard cannot be written.
+WRITE_HINT = "free space or choose another out=; rerunning the same command resumes the pack"
 _MERGE_GAP = 64 * 1024  # read neighbouring samples in one call when at most this far apart
 _KEY = re.compile(r"s(\d{9,})\.[a-z]+")  # sample_key(i) + "." + its extension
 
@@ -100,14 +104,21 @@ class ShardSample:
 def write_shard(directory: Path, number: int, samples: Sequence[ShardSample]) -> int:
     """Write one shard (tar, DALI index, sidecar), each file atomically; return tar bytes.
 
-    The sidecar goes last: a shard whose sidecar exists is complete.
+    The sidecar goes last and records the tar's size and SHA-256: a shard whose sidecar
+    exists and matches its tar is complete (:func:`shard_complete`). A failed write (a full
+    disk, a read-only folder) leaves no partial file behind and is one line.
     """
     name = shard_name(number)
     tar_path, idx_path, meta_path = (directory / f"{name}{s}" for s in (".tar", ".idx", ".json"))
-    lines = []
-    partial = tar_path.with_suffix(".tar.partial")
-    with open(partial, "wb") as raw:
-        with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    lines: list[str] = []
+    digest = hashlib.sha256()
+    written = 0
+
+    def fill(raw: BinaryIO) -> None:
+        nonlocal written
+        hashed = _Hashing(raw, digest)
+        stream = cast(BinaryIO, hashed)
+        with tarfile.open(fileobj=stream, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for s in samples:
                 image_at = _member(tar, f"{s.key}.{s.ext}", s.data)
                 cls = str(s.label).encode()
@@ -116,46 +127,69 @@ def write_shard(directory: Path, number: int, samples: Sequence[ShardSample]) ->
                     f"{s.ext} {image_at} {len(s.data)} {s.key}.{s.ext} "
                     f"cls {cls_at} {len(cls)} {s.key}.cls"
                 )
-        raw.flush()
-        os.fsync(raw.fileno())
-        size = raw.tell()
-    os.replace(partial, tar_path)
-    _atomic_text(idx_path, f"{INDEX_VERSION} {len(samples)}\n" + "\n".join(lines) + "\n")
+        written = hashed.size
+
+    needed = sum(len(s.data) + 2048 for s in samples) + 10240
+    write_atomic(tar_path, fill, needed=needed, hint=WRITE_HINT)
+    write_text(
+        idx_path, f"{INDEX_VERSION} {len(samples)}\n" + "\n".join(lines) + "\n", hint=WRITE_HINT
+    )
     meta = {
         "samples": len(samples),
-        "bytes": size,
+        "bytes": written,
+        "sha256": digest.hexdigest(),
         "labels": [s.label for s in samples],
         "sources": [s.source for s in samples],
     }
-    _atomic_text(meta_path, json.dumps(meta))
-    return size
+    write_text(meta_path, json.dumps(meta), hint=WRITE_HINT)
+    return written
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+class _Hashing:
+    """A write-only file object that hashes and counts what goes through it."""
+
+    def __init__(self, raw: BinaryIO, digest: Any) -> None:
+        self.raw, self.digest, self.size = raw, digest, 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+    def tell(self) -> int:
+        return self.size
 
 
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON atomically."""
-    _atomic_text(path, json.dumps(obj, indent=1))
+    write_text(path, json.dumps(obj, indent=1), hint=WRITE_HINT)
 
 
-def shard_complete(directory: Path, number: int) -> bool:
-    """True when the shard's sidecar exists and its tar has the size the sidecar records."""
+def shard_complete(directory: Path, number: int, *, verify: bool = False) -> bool:
+    """True when the shard's sidecar exists and its tar has the size the sidecar records;
+    with ``verify`` (``pack`` before keeping a shard), also its SHA-256: a shard corrupted
+    in place keeps its size, not its checksum. Readers check the size only: hashing every
+    shard would read the whole dataset before the first batch."""
     name = shard_name(number)
     meta_path, tar_path = directory / f"{name}.json", directory / f"{name}.tar"
     if not (meta_path.exists() and tar_path.exists() and (directory / f"{name}.idx").exists()):
         return False
     try:
         meta = json.loads(meta_path.read_text())
+        if tar_path.stat().st_size != meta.get("bytes"):
+            return False
+        expected = meta.get("sha256")
+        return not verify or expected is None or _sha256(tar_path) == expected
     except (OSError, ValueError):
         return False
-    return bool(tar_path.stat().st_size == meta.get("bytes"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- reading

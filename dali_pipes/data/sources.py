@@ -130,12 +130,15 @@ def discover_folder(
     classes = _class_folders(top)
     listing = _Listing(on_error, excluded)
     for index, name in enumerate(classes):
+        excluded_before = listing.excluded_count
         if listing.add_class(top / name, index) == 0:
             message = (
                 f"class folder {top / name} has no usable images "
                 f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
             )
-            if on_error != "skip":
+            if listing.excluded_count > excluded_before:  # the user left them out: no mistake
+                message = f"every image of class folder {top / name} is in the scan manifest"
+            elif on_error != "skip":
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
     if listing.ignored:
@@ -160,6 +163,7 @@ class _Listing:
     labels: list[int] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
     ignored: int = 0
+    excluded_count: int = 0  # files left out because the scan manifest lists them
 
     def add_class(self, folder: Path, label: int) -> int:
         """List one class folder's images under ``label``; how many were kept."""
@@ -176,6 +180,7 @@ class _Listing:
                     else None
                 ):
                     self.rejected.append((path, f"in the scan manifest: {reason}"))
+                    self.excluded_count += 1
                 else:
                     self.files.append(path)
                     self.labels.append(label)

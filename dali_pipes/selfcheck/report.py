@@ -8,13 +8,11 @@ whole or none at all.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dali_pipes.errors import DaliPipesError
+from dali_pipes.data.files import write_text
 
 Status = Literal["ok", "FAIL", "not run"]
 
@@ -100,31 +98,12 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def write(self, out: Path) -> tuple[Path, Path]:
-        """``selfcheck.md`` and ``selfcheck.json`` in ``out`` (created if needed)."""
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            md = _write_atomically(out / "selfcheck.md", self.markdown())
-            js = _write_atomically(
-                out / "selfcheck.json", json.dumps(self.as_dict(), indent=2, default=str) + "\n"
-            )
-        except OSError as exc:
-            raise DaliPipesError(
-                f"cannot write the selfcheck report to {out}: {exc.strerror or exc}; "
-                "choose another folder with --out"
-            ) from None
+        """Write ``selfcheck.md`` and ``selfcheck.json`` to ``out``, each whole or not at all."""
+        hint = "choose another folder with --out"
+        md, js = out / "selfcheck.md", out / "selfcheck.json"
+        write_text(md, self.markdown(), hint=hint)
+        write_text(js, json.dumps(self.as_dict(), indent=2, default=str) + "\n", hint=hint)
         return md, js
-
-
-def _write_atomically(path: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import BenchSpec
 from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.data.files import write_text
 from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError, require
 from dali_pipes.runtime.distributed import cpu_share
@@ -70,7 +71,7 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     report = _report(cfg, source, spec.batch_size, workers, results)
     out = Path(bench.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    write_text(out, json.dumps(report, indent=2, default=str), hint="choose another bench.out")
     print(markdown(report))
     print(f"\nwritten to {out}")
     return report

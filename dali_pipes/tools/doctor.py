@@ -44,6 +44,7 @@ from dali_pipes.config import cli
 from dali_pipes.config.loaders import devices_of
 from dali_pipes.config.schemas import DoctorSpec
 from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.data.files import write_text
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devices
 from dali_pipes.runtime.distributed import cpu_share
@@ -312,12 +313,13 @@ def _placement_row(
 def write_tuned(backend: BackendSpec, out_dir: Path) -> Path:
     """A backend config file extending the backend's schema with the tuned values."""
     path = out_dir / "backend" / f"{backend.name}_tuned.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
     body = {"defaults": [f"/schema/backend/{backend.name}@_here_", "_self_"], **asdict(backend)}
-    path.write_text(
+    write_text(
+        path,
         "# Written by python -m dali_pipes.doctor. Use with:\n"
         f"#   python -m dali_pipes.train --config-dir {out_dir} backend={backend.name}_tuned ...\n"
-        + yaml.safe_dump(body, sort_keys=False)
+        + yaml.safe_dump(body, sort_keys=False),
+        hint="choose another doctor.out_dir",
     )
     return path
 
@@ -364,7 +366,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
         )
     out = Path(doctor.out_dir) / "doctor.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    write_text(out, json.dumps(report, indent=2, default=str), hint="choose another doctor.out_dir")
     print(summary(report))
     return report
 

@@ -33,9 +33,11 @@ from tqdm import tqdm
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import PackSpec
 from dali_pipes.config.specs import to_spec
+from dali_pipes.data.files import WriteError, remove_stale
 from dali_pipes.data.shards import (
     FORMAT,
     MANIFEST,
+    WRITE_HINT,
     ShardSample,
     image_ext,
     sample_key,
@@ -127,7 +129,10 @@ def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
         log.info("pack.overwrite=true: removing the earlier pack in %s", out)
         for entry in out.iterdir():
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot create out={out} ({exc.strerror or exc}); {WRITE_HINT}") from None
     write_json(plan_path, {"fingerprint": fingerprint})
     return False
 
@@ -216,10 +221,17 @@ def _write_part(
     """Write the part's shards (keeping the complete ones of an earlier run of the same
     plan); return its manifest entry."""
     directory = out / part.name
-    directory.mkdir(exist_ok=True)
+    try:
+        directory.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise WriteError(
+            f"cannot create {directory} ({exc.strerror or exc}); {WRITE_HINT}"
+        ) from None
+    for stale in remove_stale(directory):
+        log.info("removed %s, left by a pack that was killed while writing it", stale)
     entries = []
     for number, shard in enumerate(part.shards):
-        if resuming and shard_complete(directory, number):
+        if resuming and shard_complete(directory, number, verify=True):
             progress.kept += 1
         else:
             samples = [_load(part.source, i, data) for i in shard]

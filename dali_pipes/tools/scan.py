@@ -1,32 +1,42 @@
 """``python -m dali_pipes.scan data=...``: find every file a training run would trip on.
 
 Each file of each split gets its header checked (format, size, ``data.max_pixels``) and a
-full CPU decode (:mod:`dali_pipes.image.decode`: libjpeg-turbo via torchvision, the decoder the
-torch backend and the cache use), on all cores with a progress bar. The summary goes to
-stdout and the bad files, each with its reason, to a manifest (``scan.out``); pass it back
-as ``data.exclude=<manifest>`` and the loaders leave those files out before sharding, so
-every rank still sees the same number of samples.
+full decode by every decoder the configured run uses: libjpeg-turbo via torchvision
+(:mod:`dali_pipes.image.decode`, the torch backend's and the caches'), and with
+``backend=dali`` DALI's own CPU decoder and, where the run decodes on a GPU, nvJPEG, each
+with the graph's own options (:meth:`~dali_pipes.backends.dali.graph.DaliGraph.decode`):
+the decoders disagree on some files (junk before a JPEG frame header passes libjpeg-turbo,
+not DALI). On all cores with a progress bar. The summary goes to stdout and the bad files,
+each with its reason, to a manifest (``scan.out``); pass it back as
+``data.exclude=<manifest>`` and the loaders leave those files out before sharding, so every
+rank still sees the same number of samples and a run with ``data.on_error=raise`` meets no
+decoder error.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import logging
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from dali_pipes.backends.base import loader_devices
+from dali_pipes.backends.dali.blame import Probe
+from dali_pipes.backends.dali.graph import DaliGraph, GraphDevices
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import ScanSpec
-from dali_pipes.config.specs import to_spec
+from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.data.manifest import write_manifest
-from dali_pipes.data.sources import ImageSource, open_source
+from dali_pipes.data.sources import ImageSource, SyntheticSource, open_source
 from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import DaliPipesError, DataError
 from dali_pipes.runtime.distributed import cpu_share
@@ -34,24 +44,67 @@ from dali_pipes.runtime.distributed import cpu_share
 log = logging.getLogger("dali_pipes.scan")
 
 
-def check_file(path: str, max_pixels: int) -> str:
-    """ "" if the file decodes to an image of its header's size, else the reason."""
+@dataclass(frozen=True)
+class Decoders:
+    """What each file is checked with: the header limit, and the DALI graphs (one per
+    device the run decodes on) whose decoder must accept it too (none: torchvision only)."""
+
+    max_pixels: int
+    dali: tuple[DaliGraph, ...] = ()
+
+
+_probes: dict[int, Probe] = {}  # this worker process's DALI decoders, built once
+
+
+def check_file(path: str, decoders: Decoders | int) -> str:
+    """ "" if every decoder decodes the file to an image of its header's size, else the
+    reason (``decoders`` as a number: ``max_pixels``, torchvision only)."""
     from dali_pipes.image.decode import decode_bytes, header_size, read_file
 
+    if isinstance(decoders, int):
+        decoders = Decoders(decoders)
     torch.set_num_threads(1)
     try:
         blob = read_file(path)
-        image = decode_bytes(blob, path, max_pixels)
+        image = decode_bytes(blob, path, decoders.max_pixels)
         height, width = header_size(blob, path)
     except DataError as exc:
         return str(exc).removeprefix(f"{path}: ")
     if tuple(image.shape) != (3, height, width):
         return f"decodes to {tuple(image.shape[1:])} but its header says {(height, width)}"
+    assert not isinstance(blob, DataError)
+    whole = np.asarray([width, height], dtype=np.float32)
+    for k, graph in enumerate(decoders.dali):
+        probe = _probes.setdefault(k, Probe(graph, _no_hint))
+        rejected = probe(blob, np.zeros(2, dtype=np.float32), whole)
+        if rejected:
+            where = "nvJPEG (the GPU decoder)" if graph.devices.on_gpu else "DALI's CPU decoder"
+            return f"{where} rejects it, libjpeg-turbo does not; {rejected}"
     return ""
 
 
-def _check(args: tuple[str, int]) -> tuple[str, str]:
+def _no_hint(kind: str) -> str:
+    return f"a {kind} failure while checking files: run the scan again"
+
+
+def _check(args: tuple[str, Decoders]) -> tuple[str, str]:
     return args[0], check_file(*args)
+
+
+def decoders_for(cfg: DictConfig, data: DataSpec) -> Decoders:
+    """The decoders a run of ``cfg`` uses: torchvision, and with ``backend=dali`` DALI's CPU
+    decoder and (where the run decodes on a GPU) nvJPEG, with the graph's options."""
+    if cfg.backend.get("name") != "dali":
+        return Decoders(data.max_pixels)
+    listed = copy.deepcopy(cfg)
+    listed.data.on_error, listed.data.exclude = "skip", None
+    # The decoder's options only: no file list to send to every worker.
+    spec = replace(loader_spec(listed, "train"), source=SyntheticSource(1, 1))
+    devices = [GraphDevices.cpu()]
+    made, _ = loader_devices(spec)
+    if made.type == "cuda":
+        devices.append(GraphDevices.gpu(made.index or 0))
+    return Decoders(data.max_pixels, tuple(DaliGraph(spec, d, num_threads=1) for d in devices))
 
 
 def kind_of(reason: str) -> str:
@@ -75,7 +128,8 @@ def run_scan(cfg: DictConfig) -> dict[str, Any]:
             raise DaliPipesError("scan needs image files: data=synthetic has none")
         files.update(dict.fromkeys(source.files, ""))
         files.update(dict(source.rejected))
-    todo = [(path, data.max_pixels) for path, reason in files.items() if not reason]
+    decoders = decoders_for(cfg, data)
+    todo = [(path, decoders) for path, reason in files.items() if not reason]
     workers = scan.workers or cpu_share()
     with get_context("spawn").Pool(workers) as pool:
         results = pool.imap_unordered(_check, todo, chunksize=8)

@@ -1,24 +1,24 @@
 """Checkpoints that are never half-written, and finding the latest one.
 
 A checkpoint is written to a temporary file in the same directory, flushed to disk, then
-renamed over its final name: a reader sees the old file or the new one, never a torn
-one, even if the process is killed mid-write. An unwritable or full output directory
-fails with one clear message and leaves the previous checkpoint in place.
+renamed over its final name (:mod:`dali_pipes.data.files`): a reader sees the old file or
+the new one, never a torn one, even if the process is killed mid-write. An unwritable or
+full output directory fails with one clear message and leaves the previous checkpoint in
+place; a temporary file a killed run left is removed when the next run starts.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from dali_pipes.data.files import write_atomic
 from dali_pipes.errors import DaliPipesError
 
 # epoch_0003.pt: epoch 3 completed; epoch_0003_interrupted_at_batch_000120.pt: stopped
@@ -49,24 +49,26 @@ def _found(directory: Path) -> list[tuple[tuple[int, int], Path]]:
 
 
 def save_atomic(state: dict[str, Any], path: Path) -> None:
-    """Write ``state`` to ``path`` so that ``path`` always holds a whole checkpoint: a
-    temporary file, synced, renamed into place; a failure is one line naming the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise DaliPipesError(
-            f"cannot write checkpoint {path} ({exc.strerror or exc}); "
-            "free space or choose a writable output_dir"
-        ) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write ``state`` to ``path`` so that ``path`` always holds a whole checkpoint
+    (:func:`dali_pipes.data.files.write_atomic`); a failure is one line naming the path
+    and the space needed."""
+    write_atomic(
+        path,
+        lambda f: torch.save(state, f),
+        needed=_tensor_bytes(state),
+        hint="free space or choose another output_dir; the previous checkpoint is intact",
+    )
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """About how many bytes ``torch.save`` writes for ``obj``: its tensors' bytes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 def latest(directory: Path) -> Path | None:
@@ -93,8 +95,10 @@ def load(path: Path) -> dict[str, Any]:
             f"values ({reason}); it was not written by this version of dali_pipes"
         ) from None
     except (OSError, RuntimeError, EOFError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DaliPipesError(
-            f"cannot read checkpoint {path} ({exc}); delete it or pass resume=null"
+            f"cannot read checkpoint {path} ({reason}): it is damaged; delete it (rm {path}) "
+            "to resume from the one before it, or start afresh in another output_dir="
         ) from None
     return state
 

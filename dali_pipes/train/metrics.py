@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from dali_pipes.data.files import write_text
 
 log = logging.getLogger("dali_pipes.train")
 
@@ -22,22 +25,42 @@ def correct_topk(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]
 
 
 class MetricsLog:
-    """Rank 0 only: appends one row per epoch to metrics.csv and TensorBoard scalars."""
+    """Rank 0 only: one row per epoch in metrics.csv, and TensorBoard scalars.
 
-    def __init__(self, directory: Path) -> None:
+    metrics.csv is rewritten whole at every epoch (:mod:`dali_pipes.data.files`) and holds
+    exactly one row per finished epoch: a run that starts at epoch ``e`` (resumed, or redoing
+    an epoch whose checkpoint failed) first drops the rows of epochs ``>= e``, and the row of
+    an epoch is written before its checkpoint, so a resumed run never repeats or loses one.
+    """
+
+    def __init__(self, directory: Path, start_epoch: int = 0) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.csv_path = directory / "metrics.csv"
+        self.rows = [r for r in self._read() if int(r["epoch"]) < start_epoch]
+        if self.csv_path.exists():
+            self._save()
         self.writer = SummaryWriter(log_dir=str(directory / "tensorboard"))
 
+    def _read(self) -> list[dict[str, Any]]:
+        try:
+            with self.csv_path.open(newline="") as f:
+                return list(csv.DictReader(f))
+        except FileNotFoundError:
+            return []
+
+    def _save(self) -> None:
+        fields = list(dict.fromkeys(k for row in self.rows for k in row))
+        buffer = io.StringIO()
+        out = csv.DictWriter(buffer, fieldnames=fields, restval="")
+        out.writeheader()
+        out.writerows(self.rows)
+        write_text(self.csv_path, buffer.getvalue(), hint="free space or choose another output_dir")
+
     def write(self, row: dict[str, Any]) -> None:
-        """Append one epoch's row to metrics.csv and TensorBoard."""
-        new = not self.csv_path.exists()
-        with self.csv_path.open("a", newline="") as f:
-            out = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                out.writeheader()
-            out.writerow(row)
+        """Add one epoch's row to metrics.csv and TensorBoard."""
+        self.rows.append(row)
+        self._save()
         for key, value in row.items():
             if key != "epoch" and isinstance(value, (int, float)):
                 self.writer.add_scalar(key, value, global_step=int(row["epoch"]))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError, DaliPipesError
@@ -75,10 +76,12 @@ def check_same_optimizer(state: dict[str, Any], spec: TrainerSpec, path: Path) -
 
 
 def resume(
-    resume_from: str | None, state: TrainingState, loader: Any, ckpt_dir: Path, device: torch.device
+    cfg: DictConfig, state: TrainingState, loader: Any, ckpt_dir: Path, device: torch.device
 ) -> Resumed:
-    """Load the checkpoint ``resume_from`` names (``auto``: the newest in ``ckpt_dir``;
-    rank 0 finds it, every rank loads it) into ``state`` and ``loader``."""
+    """Load the checkpoint ``cfg.resume`` names (``auto``: the newest in ``ckpt_dir``;
+    rank 0 finds it, every rank loads it) into ``state`` and ``loader``; a checkpoint that
+    does not fit the run is one line saying what differs and the command that continues it."""
+    resume_from = cfg.get("resume")
     main = distributed.ranks().rank == 0
     found = resume_path(resume_from, ckpt_dir) if main else None
     chosen = distributed.broadcast(found)
@@ -87,7 +90,10 @@ def resume(
     path = Path(chosen)
     saved = checkpoints.load(path)
     check_same_optimizer(saved, state.spec, path)
-    load_weights(state, saved, path)
+    try:
+        load_weights(state, saved, path)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise mismatch(path, saved.get("config") or {}, cfg, exc) from None
     resumed = load_position(loader, saved["loader"], path, state.world)
     rank = distributed.ranks().rank
     if rank < len(saved["rng"]):
@@ -101,6 +107,48 @@ def resume(
         state.spec.epochs,
     )
     return resumed
+
+
+#: The settings a checkpoint's tensors depend on, compared when they do not load.
+SHAPING = (
+    "model.name",
+    "data.name",
+    "data.root",
+    "trainer.optimizer._target_",
+    "trainer.ema_decay",
+)
+
+
+def mismatch(
+    path: Path, saved: dict[str, Any], cfg: DictConfig, exc: BaseException
+) -> DaliPipesError:
+    """The one-line error for a checkpoint whose tensors do not load into this run: the
+    settings that differ, and the command that continues the run that wrote it."""
+    differ = [
+        (key, there, OmegaConf.select(cfg, key))
+        for key in SHAPING
+        if (there := _select(saved, key)) != OmegaConf.select(cfg, key)
+    ]
+    if differ:
+        detail = "; ".join(f"{k}={a} there, {b} here" for k, a, b in differ)
+    else:
+        text = str(exc).strip()
+        detail = text.splitlines()[0] if text else type(exc).__name__
+    out = OmegaConf.select(cfg, "output_dir")
+    again = " ".join(f"{k}={a}" for k, a, _ in differ if a is not None)
+    return DaliPipesError(
+        f"cannot resume from {path}: it does not fit this run ({detail}); continue that run "
+        f"with: python -m dali_pipes.train {again + ' ' if again else ''}output_dir={out} "
+        "resume=auto -- or start this one in another output_dir="
+    )
+
+
+def _select(tree: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return None
+        tree = tree[part]
+    return tree
 
 
 def load_weights(state: TrainingState, saved: dict[str, Any], path: Path) -> None:

@@ -29,6 +29,7 @@ from dali_pipes.config import cli
 from dali_pipes.config.loaders import build_loader, model_device
 from dali_pipes.config.specs import seed_of
 from dali_pipes.config.trainer import TrainerSpec
+from dali_pipes.data import files
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime import distributed
 from dali_pipes.runtime.preemption import Preempted, StopRequest
@@ -57,6 +58,7 @@ def _setup_logging(out: Path, main: bool) -> None:
 
 
 def _prepare_output(out: Path) -> None:
+    """Make ``out``, a writable folder."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"
@@ -66,6 +68,13 @@ def _prepare_output(out: Path) -> None:
         raise DaliPipesError(
             f"output_dir {out} is not writable ({exc.strerror or exc}); choose another output_dir="
         ) from None
+
+
+def _remove_stale(out: Path) -> None:
+    """Remove the temporary files a run killed while writing left in ``out``."""
+    for folder in (out, out / "checkpoints"):
+        for stale in files.remove_stale(folder):
+            log.info("removed %s, left by a run killed while writing it", stale)
 
 
 def _with_loader_memory_format(cfg: DictConfig, channels_last: bool) -> DictConfig:
@@ -89,6 +98,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if main:
         _prepare_output(out)
     _setup_logging(out, main)
+    if main:
+        _remove_stale(out)
     torch.manual_seed(seed_of(cfg) + where.rank)
 
     # The model's device (trainer.device, or where the backend makes batches), known before
@@ -105,6 +116,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         loaders.append(build_loader(cfg, "train"))
         loaders.append(build_loader(cfg, "val"))
         train_loader, val_loader = loaders
+        val_loader.bad.share_reports(train_loader.bad)  # a file of both splits: one warning
         return _Run(cfg, spec, out, train_loader, val_loader).run()
     finally:
         for loader in loaders:
@@ -160,7 +172,9 @@ class _Run:
         va = evaluate(s.net, self.val_loader, s.criterion, s.step)
         ev = None if s.ema is None else evaluate(s.ema, self.val_loader, s.criterion, s.step)
         ema_sums = [] if ev is None else [ev.loss_sum, ev.correct1, ev.correct5, ev.samples]
-        skipped = self.train_loader.skipped + self._carried_skipped(epoch)
+        # Distinct bad files of both splits (the validation epoch just ran).
+        both = self.train_loader.bad.epoch_paths | self.val_loader.bad.epoch_paths
+        skipped = len(both) + self._carried_skipped(epoch)
         train_sums = [tr.loss_sum, tr.correct1, tr.samples, tr.data_wait]
         val_sums = [va.loss_sum, va.correct1, va.correct5, va.samples]
         sums = distributed.sum_([*train_sums, *val_sums, skipped, *ema_sums], self.device)
@@ -243,7 +257,11 @@ class _Run:
     def describe(self) -> None:
         """Save the composed config and log what is about to run (rank 0)."""
         cfg, spec, loader, s = self.cfg, self.spec, self.train_loader, self.state
-        OmegaConf.save(cfg, self.out / "config.yaml")
+        files.write_text(
+            self.out / "config.yaml",
+            OmegaConf.to_yaml(cfg),
+            hint="free space or choose another output_dir",
+        )
         log.info(
             "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
             "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "
@@ -271,12 +289,9 @@ class _Run:
 
     def run(self) -> dict[str, Any]:
         """Resume if asked, then train epoch by epoch until done or told to stop."""
-        resume_from = self.cfg.get("resume")
-        self.resumed = resume(
-            resume_from, self.state, self.train_loader, self.ckpt_dir, self.device
-        )
+        self.resumed = resume(self.cfg, self.state, self.train_loader, self.ckpt_dir, self.device)
         if self.main:
-            self.metrics = MetricsLog(self.out)
+            self.metrics = MetricsLog(self.out, self.resumed.start_epoch)
             self.describe()
         row: dict[str, Any] = {}
         try:

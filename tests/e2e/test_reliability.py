@@ -137,6 +137,36 @@ def test_scan_lists_every_corner_file_and_never_accepts_what_pillow_rejects(
 
 
 @pytest.mark.slow
+def test_after_scan_and_exclude_a_dali_run_over_every_corner_file_meets_no_decoder_error(
+    corner: Path, tmp_path: Path
+) -> None:
+    """scan decodes with DALI's decoder too (the configured backend's), so files that
+    libjpeg-turbo accepts and DALI rejects (junk before a frame header) are in the
+    manifest, and the default data.on_error=raise never fires."""
+    # corner/ without its mpo/ folder, which has no file with an image extension: under
+    # raise that is a layout error (as for ImageFolder), not a decoder error.
+    root = tmp_path / "corner"
+    shutil.copytree(corner, root, ignore=lambda d, names: ["mpo"] if Path(d) == corner else [])
+    out = tmp_path / "bad.csv"
+    with deadline(300):
+        run_scan(
+            compose_config(
+                ["data=folder", f"data.root={root}", f"scan.out={out}", "backend=dali"],
+                config_name="scan",
+            )
+        )
+    bad = read_manifest(out)
+    dali_only = [p for p, reason in bad.items() if reason.startswith("DALI's CPU decoder")]
+    assert any("markers" in p for p in dali_only), dali_only
+    for split in ("train", "val"):
+        loader = build_loader(cfg_for(root, "dali", f"data.exclude={out}"), split)
+        with deadline(300):
+            seen = sum(len(labels) for _, labels in loader)
+        assert seen == loader.sampler.num_items and loader.skipped == 0
+        loader.close()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("train", [False, True], ids=["val", "train"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_corner_file_goes_through_both_backends_with_skip(

@@ -211,7 +211,8 @@ class DaliGraph:
     """The graph of ``spec``'s split on ``devices``.
 
     ``resize``: the CPU realisation's compiled resize (a :class:`~dali_pipes.image.resample.
-    WindowResize`), required there and unused by the GPU realisation.
+    WindowResize`), required to define its whole graph; unused by the GPU realisation and
+    by :meth:`define_decoder`.
     """
 
     spec: LoaderSpec
@@ -222,8 +223,6 @@ class DaliGraph:
     def __post_init__(self) -> None:
         if not isinstance(self.spec.backend, DaliBackend):
             raise DaliPipesError(f"a DALI graph needs DALI options, not {self.spec.backend}")
-        if not self.devices.gpu_graph and self.resize is None:
-            raise DaliPipesError("the CPU realisation of a DALI graph needs its compiled resize")
 
     @property
     def options(self) -> DaliBackend:
@@ -324,6 +323,11 @@ class DaliGraph:
 
         if not self.devices.gpu_graph:  # the same filter, compiled (3x DALI's CPU resize)
             from dali_pipes.augment.dali_ops import cpu_kernel
+
+            if self.resize is None:
+                raise DaliPipesError(
+                    "the CPU realisation of a DALI graph needs its compiled resize"
+                )
 
             return cpu_kernel(
                 "the compiled resize",
