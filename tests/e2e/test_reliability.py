@@ -531,3 +531,39 @@ def test_training_with_skip_counts_bad_files_in_the_epoch_summary(
     with (tmp_path / "metrics.csv").open() as f:
         assert [int(r["skipped"]) for r in csv.DictReader(f)] == [len(BAD), len(BAD)]
     assert f"{len(BAD)} bad files skipped" in (tmp_path / "train.log").read_text()
+
+
+def test_bad_files_of_either_split_are_counted_and_each_is_reported_once_per_run(
+    mixed_tree: Path, identity_tree: Path, tmp_path: Path
+) -> None:
+    """Bad files only in val/ count in the epoch's ``skipped``; with data=folder both
+    splits read the same files, and each bad one is still reported (and counted) once."""
+    from dali_pipes.train.run import train
+
+    common = [
+        "data.on_error=skip",
+        "data.batch_size=4",
+        "augment=small",
+        "model=small_cnn",
+        "trainer=quick",
+        "trainer.epochs=1",
+        "backend.device=cpu",
+    ]
+    layout = tmp_path / "imagenet"
+    shutil.copytree(identity_tree, layout / "train")
+    shutil.copytree(mixed_tree, layout / "val")
+    row = train(
+        compose_config(
+            ["data=imagenet", f"data.root={layout}", *common, f"output_dir={tmp_path / 'a'}"]
+        )
+    )
+    assert row["skipped"] == len(BAD)
+    train(
+        compose_config(
+            ["data=folder", f"data.root={mixed_tree}", *common, f"output_dir={tmp_path / 'b'}"]
+        )
+    )
+    log = (tmp_path / "b" / "train.log").read_text()
+    for k in range(len(BAD)):
+        assert log.count(f"skipping {mixed_tree}/") == len(BAD)
+        assert log.count(f"zz_bad_{k}.jpg:") == 1
