@@ -21,7 +21,7 @@ from dali_pipes.data.shards import ShardLayout, ShardReader, open_split
 from dali_pipes.data.specs import DataSpec, FolderData, SampleData, ShardData, SyntheticData
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import read_files
-from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,21 @@ class ImageSource:
         return len(self.files)
 
     def read(self, indices: list[int] | np.ndarray) -> list[np.ndarray | DataError]:
-        """Each sample's encoded bytes, or the error naming it (raised later, or skipped)."""
+        """Each sample's encoded bytes, or the error naming it (raised later, or skipped);
+        every read within ``read_timeout`` (:mod:`dali_pipes.image.reads`)."""
         reader: ShardReader | None = self._reader  # type: ignore[attr-defined]
-        if reader is not None:
+        if reader is None:
+            return read_files([self.files[int(i)] for i in indices], self.read_timeout)
+
+        def batch(_: str) -> list[np.ndarray | DataError]:
             try:
                 return list(reader.read(indices))
             except DataError as exc:
                 return [exc] * len(indices)
-        return read_files([self.files[int(i)] for i in indices], self.read_timeout)
+
+        # One deadline for the batch's reads (neighbouring samples are read in one call).
+        [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)
+        return [blobs] * len(indices) if isinstance(blobs, DataError) else blobs
 
     def identity(self, indices: list[int] | np.ndarray) -> np.ndarray:
         """What each sample's random augmentation is drawn from (with seed and epoch): the
@@ -276,6 +283,7 @@ def open_source(data: DataSpec, split: str) -> Source:
             labels=labels,
             classes=tuple(classes),
             layout=layout,
+            read_timeout=data.read_timeout,
         )
     if isinstance(data, SampleData):
         from dali_pipes.data.sample_set import ensure_sample_dataset

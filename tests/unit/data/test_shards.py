@@ -320,3 +320,26 @@ def test_the_sample_set_packs_into_train_and_val_and_reads_back_like_the_folder(
             labels_a = sorted(int(v) for _, y in a for v in y)
             labels_b = sorted(int(v) for _, y in b for v in y)
         assert labels_a == labels_b and len(labels_a) == 6 * (10 if split == "train" else 4)
+
+
+def test_a_shard_read_that_never_returns_is_a_bad_batch_named_with_the_deadline(
+    packed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from dali_pipes.data import shards
+    from dali_pipes.data.sources import ImageSource, open_source
+    from dali_pipes.data.specs import ShardData
+
+    release = threading.Event()
+    monkeypatch.setattr(shards.ShardReader, "read", lambda self, indices: release.wait(60))
+    source = open_source(ShardData(name="shards", root=str(packed), read_timeout=0.3), "train")
+    assert isinstance(source, ImageSource)
+    try:
+        start = time.monotonic()
+        blobs = source.read([0, 1, 2])
+        assert time.monotonic() - start < 5
+        assert len(blobs) == 3 and all(isinstance(b, DataError) for b in blobs)
+        assert "read_timeout=0.3 s" in str(blobs[0]) and ".tar:" in str(blobs[0])
+    finally:
+        release.set()
