@@ -383,12 +383,15 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
 
 
 def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """The report's PNGs: the fed step's timeline, and the tuning trials when it tuned."""
+    """The report's PNGs: the fed step's timeline and, when it tuned, the tuning trials
+    (a report recorded before the timeline existed has only the trials)."""
     title = (
         f"doctor: {report['model']} fed by backend={report['backend']['name']} "
         f"({100 * report['data_wait']:.0f}% of the time waiting for data)"
     )
-    written = [timeline_chart(report["timeline"], title, out_dir / "timeline.png")]
+    written = []
+    if report.get("timeline"):
+        written.append(timeline_chart(report["timeline"], title, out_dir / "timeline.png"))
     if report.get("trials"):
         written.append(trials_chart(report, out_dir / "trials.png"))
     return written

@@ -86,7 +86,9 @@ def gallery(photos: list[Path], side: int) -> tuple[list[list[Tile]], list[str]]
         tiles = []
         for caption, op in row:
             pipeline = Pipeline(crop, (op,))
-            tiles += [Tile(_apply(pipeline, images, j), caption) for j in range(len(images))]
+            tiles += [
+                Tile(_apply(pipeline, images, j), "" if j else caption) for j in range(len(images))
+            ]
         rows.append(tiles)
         titles.append(title)
     return rows, titles

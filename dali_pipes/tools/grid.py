@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -59,7 +60,8 @@ def draw_grid(
     title left of each row, every tile ``side`` pixels with its caption under it."""
     text = font(max(10, side // 12))
     line = int(text.getbbox("Ag")[3]) + 2
-    caption_lines = max((t.caption.count("\n") + 1 for r in rows for t in r), default=1)
+    captions = [["\n".join(fit(t.caption, text, side)) for t in r] for r in rows]
+    caption_lines = max((c.count("\n") + 1 for r in captions for c in r), default=1)
     cell_w, cell_h = side + PAD, side + PAD + caption_lines * line
     left = int(max((text.getlength(t) for t in row_titles), default=0)) + PAD if row_titles else 0
     columns = max([len(header), *(len(r) for r in rows)])
@@ -79,7 +81,7 @@ def draw_grid(
         for c, tile in enumerate(row):
             x = left + c * cell_w + PAD
             canvas.paste(as_pil(tile.image, side), (x, y))
-            pen.multiline_text((x, y + side + 2), tile.caption, fill=INK, font=text, spacing=2)
+            pen.multiline_text((x, y + side + 2), captions[r][c], fill=INK, font=text, spacing=2)
     return canvas
 
 
@@ -99,17 +101,40 @@ def wrap(text: str, face: ImageFont.ImageFont | ImageFont.FreeTypeFont, width: i
     return lines
 
 
+def fit(caption: str, face: ImageFont.ImageFont | ImageFont.FreeTypeFont, width: int) -> list[str]:
+    """``caption``'s lines wrapped to ``width`` pixels, a word longer than that cut short."""
+    lines = []
+    for part in caption.split("\n"):
+        for line in wrap(part, face, width) or [""]:
+            while len(line) > 1 and face.getlength(line) > width:
+                line = line[:-2] + "…"
+            lines.append(line)
+    return lines
+
+
 def save_png(image: Image.Image, path: Path) -> Path:
-    """Write ``image`` to ``path`` whole or not at all (a temporary file renamed into
-    place); an unwritable place is one line naming it."""
+    """Write ``image`` to ``path`` as a PNG, whole or not at all (:func:`write_atomic`)."""
+    return write_atomic(path, lambda f: image.save(f, format="PNG"), "the PNG")
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object], what: str) -> Path:
+    """Have ``write`` fill ``path``, whole or not at all: a temporary file beside it, given
+    the usual permissions, renamed into place. An unwritable place is one line naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            image.save(f, format="PNG")
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private to its owner
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except OSError as exc:
         raise DaliPipesError(
-            f"{path}: cannot write the PNG ({exc.strerror or exc}); choose another path"
+            f"{path}: cannot write {what} ({exc.strerror or exc}); choose another path"
         ) from None
     return path
