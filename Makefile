@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup train test lint gpu-test clean
+.PHONY: setup train test lint gpu-test docs docs-serve browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,7 +30,7 @@ lint: $(STAMP)
 # of its share in one contiguous block, which put every slow test on the first worker.
 # mypy (25 s on a clean clone, no cache yet) runs beside the tests, in their idle moments;
 # its report follows theirs, and either failing fails the target.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@report=$$(mktemp); $(BIN)/mypy > $$report 2>&1 & typing=$$!; \
@@ -38,8 +38,23 @@ test: $(STAMP)
 	wait $$typing; typed=$$?; echo "mypy:"; cat $$report; rm -f $$report; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
+# The documentation site (mkdocs.yml, docs/): built strictly (a broken link or anchor, a
+# docstring mkdocstrings cannot read, fails), offline. tests/e2e/test_docs_site.py builds
+# it the same way and opens every page in Debian's chromium.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+# A real browser for the site's test: Debian's chromium and its WebDriver, when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	  chromium chromium-driver; }
+
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,7 +4,7 @@ the crop geometry, and the ops themselves (:mod:`.ops`, one module each).
 Built-in ops (config name: module of :mod:`.ops`): ``random_resized_crop`` and
 ``resize_center_crop`` (``crop``, decode-fused), ``hflip`` (``flip``), ``color_jitter``,
 ``grayscale``, ``gaussian_blur``, ``randaugment``, ``trivialaugment``, ``autoaugment``.
-Register your own with :func:`register_op` (see the README).
+Register your own with :func:`register_op` (docs/augmentation.md, "Your own op").
 
 Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
 (``mixup``, mixup and cutmix with soft targets) and ``random_erasing`` (``erasing``).

@@ -97,6 +97,10 @@ class Op(ABC):
     #: True when the op changes each pixel from its own value and image-wide statistics
     #: only, so it commutes with a horizontal flip exactly (a flip may move past it).
     pointwise: ClassVar[bool] = False
+    #: Settings the gallery (``python -m dali_pipes.show show.gallery=true``) draws the op
+    #: at, mildest first: parameters over the defaults (a ``p`` field is set to 1 there, so
+    #: the effect shows). Empty: the defaults alone.
+    previews: ClassVar[tuple[Mapping[str, Any], ...]] = ()
 
     def draws(self) -> int:
         """How many uniform draws per sample :meth:`sample` needs."""

@@ -13,7 +13,7 @@ same batch gets the same mixing on every backend, a resumed epoch replays exactl
 the same key (its values depend on the device type, CPU or CUDA, like any torch RNG).
 
 Without a batch op, labels stay int64 ``[N]``; with mixup/cutmix they become float32 soft
-targets ``[N, num_classes]`` whose rows sum to 1 (the batch contract in the README).
+targets ``[N, num_classes]`` whose rows sum to 1 (the batch contract, docs/loop.md).
 """
 
 from __future__ import annotations

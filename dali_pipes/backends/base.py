@@ -1,4 +1,4 @@
-"""The batch contract every backend implements (see the README's "batch contract")."""
+"""The batch contract every backend implements (docs/loop.md, "The batch contract")."""
 
 from __future__ import annotations
 

@@ -36,6 +36,16 @@ class Normalizer:
         return x.to(dtype=self.dtype, memory_format=self.memory_format)
 
 
+def pixels(images: torch.Tensor, augment: AugmentSpec) -> torch.Tensor:
+    """The inverse of :class:`Normalizer`: a normalised ``[N, 3, H, W]`` batch (any dtype,
+    layout or device) as uint8 pixels on the CPU, rounded and clipped to [0, 255] (random
+    erasing's noise leaves the range), for looking at what a model is fed."""
+    x = images.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    mean = torch.tensor(augment.mean).view(1, 3, 1, 1) * 255
+    std = torch.tensor(augment.std).view(1, 3, 1, 1) * 255
+    return x.mul(std).add_(mean).round_().clamp_(0, 255).to(torch.uint8)
+
+
 def normalized(batches: Iterable[Batch], norm: Normalizer, device: torch.device) -> Iterator[Batch]:
     """Yield normalised batches on ``device``; on CUDA, prepared on a side stream."""
     return prefetched(batches, device, norm)

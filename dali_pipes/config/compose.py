@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.config.schemas import register
@@ -32,11 +33,14 @@ def config_dir() -> Path:
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
     """Compose ``conf/<config_name>.yaml`` with command-line style overrides (for tests,
-    notebooks and tools that do not go through ``@hydra.main``)."""
+    notebooks, and inside a tool's ``@hydra.main``, whose search path is ``conf/`` too)."""
     register()  # done by ``import dali_pipes``; again in case the ConfigStore was cleared
     try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        if GlobalHydra.instance().is_initialized():  # inside a tool's @hydra.main: conf/
             cfg = compose(config_name=config_name, overrides=list(overrides))
+        else:
+            with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+                cfg = compose(config_name=config_name, overrides=list(overrides))
     except Exception as exc:
         error = config_error(exc)
         if error is None:
@@ -52,3 +56,44 @@ def augment_preset(name: str) -> AugmentSpec:
     if name not in presets:
         raise ConfigError(f"augment={name!r} is unknown: choose one of {', '.join(presets)}")
     return to_spec(compose_config([f"augment={name}"]).augment, AugmentSpec)
+
+
+def load_saved_config(path: Path) -> DictConfig:
+    """A ``config.yaml`` a training run saved, typed again: composed with the run's
+    ``data``, ``backend`` and ``model`` options, then every saved value put in place (a
+    node of a schema key by key, any other value replaced whole, so an op the run had
+    removed stays removed). A file that is missing or not such a config is one line."""
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the run's config ({exc})") from None
+    if not isinstance(saved, dict) or not {"data", "backend", "model"} <= set(saved):
+        raise ConfigError(
+            f"{path} is not a config a training run saved (python -m dali_pipes.train)"
+        )
+    groups = [f"{group}={saved[group].get('name')}" for group in ("data", "backend", "model")]
+    typed = compose_config(groups)
+    try:
+        _fill(typed, OmegaConf.create(saved))
+    except Exception as exc:
+        error = config_error(exc)
+        if error is None:
+            raise
+        raise ConfigError(f"{path}: {error}") from None
+    check_augment(typed)
+    return typed
+
+
+def _fill(typed: DictConfig, saved: DictConfig) -> None:
+    """``saved``'s values into ``typed``: schema nodes key by key, anything else whole."""
+    for key in saved:
+        node = typed._get_node(key) if key in typed else None
+        value = saved._get_node(key)
+        structured = isinstance(node, DictConfig) and node._metadata.object_type not in (None, dict)
+        if structured and isinstance(value, DictConfig):
+            assert isinstance(node, DictConfig)
+            _fill(node, value)
+        elif isinstance(value, DictConfig | ListConfig):
+            typed[key] = OmegaConf.to_container(value)
+        else:
+            typed[key] = saved[key]

@@ -8,7 +8,7 @@ dataclass (``__post_init__``), with the key in the message.
 The schemas are the specs (:mod:`dali_pipes.data.specs`, :mod:`dali_pipes.augment.spec`,
 :mod:`dali_pipes.backends.specs`), the trainer's
 (:class:`dali_pipes.config.trainer.TrainerSpec`) and the tools' nodes, defined here: ``bench``,
-``doctor``, ``scan`` and ``pack``. This module imports no tool, no loader and nothing that
+``doctor``, ``scan``, ``pack`` and ``show``. This module imports no tool, no loader and nothing that
 composes a config; ``import dali_pipes`` calls :func:`register`, so the config groups work
 in any Hydra app that puts ``pkg://dali_pipes.conf`` on its search path.
 """
@@ -99,6 +99,46 @@ class PackSpec:
         require(self.seed >= 0, "pack.seed", self.seed, "must be >= 0")
 
 
+#: The columns ``show`` can draw, one per loader: DALI on the GPU, DALI on the CPU, torch.
+SHOW_BACKENDS = ("dali-gpu", "dali-cpu", "torch")
+
+
+@dataclass(frozen=True)
+class ShowSpec:
+    """``show`` config node: what ``python -m dali_pipes.show`` draws and where.
+
+    Without ``run``: the first ``samples`` samples of epoch ``epoch`` of the configured
+    training split, as one batch, through the configured pipeline. With ``run`` (a training
+    run's ``output_dir``): the batch rank ``rank`` trained on at the run's step ``step``
+    (counted from 0), from the run's saved config. ``gallery``: every registered op at a
+    few settings on the same photos (``photos``; null = the photos shipped in the package).
+    """
+
+    out: str = "outputs/show/show.png"
+    epoch: int = 0
+    samples: int = 8
+    run: str | None = None
+    step: int = 0
+    rank: int = 0
+    gallery: bool = False
+    photos: str | None = None
+    #: columns, from SHOW_BACKENDS; empty: every one this machine has
+    backends: tuple[str, ...] = ()
+    tile: int = 160  # pixels per image in the PNG
+    amplify: float = 8.0  # the difference image's gain
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backends", tuple(self.backends))
+        unknown = sorted(set(self.backends) - set(SHOW_BACKENDS))
+        require(not unknown, "show.backends", unknown, f"choose from {SHOW_BACKENDS}")
+        require(self.epoch >= 0, "show.epoch", self.epoch, "must be >= 0")
+        require(self.samples >= 1, "show.samples", self.samples, "must be >= 1")
+        require(self.step >= 0, "show.step", self.step, "must be >= 0")
+        require(self.rank >= 0, "show.rank", self.rank, "must be >= 0")
+        require(16 <= self.tile <= 1024, "show.tile", self.tile, "need 16..1024 pixels")
+        require(self.amplify > 0, "show.amplify", self.amplify, "must be > 0")
+
+
 # --------------------------------------------------------------------------- registration
 
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -115,6 +155,7 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("doctor", "base"): DoctorSpec,
     ("scan", "base"): ScanSpec,
     ("pack", "base"): PackSpec,
+    ("show", "base"): ShowSpec,
 }
 
 

@@ -78,6 +78,10 @@ class TrainerSpec:
     # GPU when CUDA is usable, the CPU with backend.device=cpu); cuda with
     # backend.device=cpu hands CPU-made batches to a GPU model (dali_pipes.runtime.devices).
     device: str = "auto"
+    # Debugging: every rank saves the batches of the run's first save_batches steps, as
+    # trained on, to <output_dir>/batches/step_<n>_rank_<r>.pt (python -m dali_pipes.show
+    # show.run=... show.step=n renders the same batch); 0 = none.
+    save_batches: int = 0
 
     def __post_init__(self) -> None:
         check_trainer_device(self.device)
@@ -155,6 +159,7 @@ class TrainerSpec:
         require(
             self.keep_checkpoints >= 1, "trainer.keep_checkpoints", self.keep_checkpoints, ">= 1"
         )
+        require(self.save_batches >= 0, "trainer.save_batches", self.save_batches, ">= 0")
 
     def autocast_dtype(self, device: torch.device) -> torch.dtype | None:
         """None = full precision."""
@@ -167,6 +172,21 @@ class TrainerSpec:
         return self.channels_last == "on" or (
             self.channels_last == "auto" and device.type == "cuda"
         )
+
+    def steps_per_epoch(self, batches: int) -> int:
+        """Optimizer steps in an epoch of ``batches`` batches (``max_steps_per_epoch`` caps it)."""
+        cap = self.max_steps_per_epoch
+        return batches if cap is None else min(batches, cap)
+
+    def step_at(self, step: int, batches: int) -> tuple[int, int]:
+        """(epoch, the epoch's batch number) that the run's optimizer step ``step`` (counted
+        from 0 over the whole run) trained on, for an epoch of ``batches`` batches: the
+        mapping the trainer names saved batches by and ``show`` replays with."""
+        per_epoch = self.steps_per_epoch(batches)
+        require(step >= 0, "step", step, "must be >= 0")
+        require(per_epoch >= 1, "step", step, "the epoch has no batches")
+        epoch, batch = divmod(step, per_epoch)
+        return epoch, batch
 
     def peak_lr(self, global_batch: int) -> float:
         """The learning rate after warm-up: ``base_lr`` scaled by the global batch."""

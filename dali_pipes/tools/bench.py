@@ -37,6 +37,7 @@ from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError, require
 from dali_pipes.runtime.distributed import cpu_share
 from dali_pipes.tools.bench_candidates import CANDIDATES, DEFAULTS, BenchRun
+from dali_pipes.tools.charts import bench_chart
 from dali_pipes.tools.measurement import Measurement
 
 log = logging.getLogger("dali_pipes.bench")
@@ -72,8 +73,9 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     out = Path(bench.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, json.dumps(report, indent=2, default=str), hint="choose another bench.out")
+    chart = bench_chart(report, out.with_suffix(".png"))
     print(markdown(report))
-    print(f"\nwritten to {out}")
+    print(f"\nwritten to {out} and {chart}")
     return report
 
 

@@ -49,7 +49,8 @@ from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devices
 from dali_pipes.runtime.distributed import cpu_share
 from dali_pipes.tools.bench import environment
-from dali_pipes.train.loop import StepConfig, train_one_epoch
+from dali_pipes.tools.charts import timeline_chart, trials_chart
+from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
 from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
 from dali_pipes.train.state import trainer_spec
@@ -95,9 +96,15 @@ class _Bench:
         synthetic = SyntheticBackend(device="gpu" if self.device.type == "cuda" else "cpu")
         return self.rate(synthetic, output_device=None)
 
-    def rate(self, backend: BackendSpec, **changes: Any) -> Rate:
+    def rate(
+        self,
+        backend: BackendSpec,
+        timeline: list[tuple[float, float]] | None = None,
+        **changes: Any,
+    ) -> Rate:
         """Images/s and data wait of the step fed by ``backend`` (``changes``: other
-        :class:`LoaderSpec` fields, e.g. ``output_device``)."""
+        :class:`LoaderSpec` fields, e.g. ``output_device``); each timed step's (data wait,
+        step time) appended to ``timeline`` when given."""
         with create_loader(replace(self.spec, backend=backend, **changes)) as loader:
             if loader.device != self.device:
                 raise DaliPipesError(
@@ -105,10 +112,12 @@ class _Bench:
                     f"{loader.device}, not on the model's {self.device}"
                 )
             self._run(loader, self.doctor.warmup_steps)
-            samples, seconds, wait = self._run(loader, self.doctor.steps)
+            samples, seconds, wait = self._run(loader, self.doctor.steps, timeline)
         return Rate(samples / seconds, wait / seconds)
 
-    def _run(self, loader: Loader, steps: int) -> tuple[float, float, float]:
+    def _run(
+        self, loader: Loader, steps: int, timeline: list[tuple[float, float]] | None = None
+    ) -> tuple[float, float, float]:
         """``steps`` training steps (over several epochs if the dataset is small)."""
         samples = seconds = wait = 0.0
         done = 0
@@ -123,6 +132,7 @@ class _Bench:
                 self.scaler,
                 cfg,
                 "doctor",
+                EpochStats(timeline=timeline),
             )
             if not stats.samples:
                 break
@@ -338,7 +348,8 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     log.info("1/%d training step on synthetic on-device data", steps)
     synthetic = bench.ceiling()
     log.info("2/%d training step fed by backend=%s", steps, backend.name)
-    fed = bench.rate(backend)
+    timeline: list[tuple[float, float]] = []
+    fed = bench.rate(backend, timeline)
     report: dict[str, Any] = {
         **environment(),
         "model": cfg.model.name,
@@ -349,6 +360,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
         "loader_images_per_s": fed.images_per_s,
         "loader_vs_synthetic": fed.images_per_s / synthetic.images_per_s,
         "data_wait": fed.data_wait,
+        "timeline": timeline,
     }
     if doctor.placements:
         log.info("3/%d every placement this machine has", steps)
@@ -366,9 +378,25 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
         )
     out = Path(doctor.out_dir) / "doctor.json"
     out.parent.mkdir(parents=True, exist_ok=True)
+    report["charts"] = [str(path) for path in charts(report, out.parent)]
     write_text(out, json.dumps(report, indent=2, default=str), hint="choose another doctor.out_dir")
     print(summary(report))
     return report
+
+
+def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
+    """The report's PNGs: the fed step's timeline and, when it tuned, the tuning trials
+    (a report recorded before the timeline existed has only the trials)."""
+    title = (
+        f"doctor: {report['model']} fed by backend={report['backend']['name']} "
+        f"({100 * report['data_wait']:.0f}% of the time waiting for data)"
+    )
+    written = []
+    if report.get("timeline"):
+        written.append(timeline_chart(report["timeline"], title, out_dir / "timeline.png"))
+    if report.get("trials"):
+        written.append(trials_chart(report, out_dir / "trials.png"))
+    return written
 
 
 def summary(report: dict[str, Any]) -> str:

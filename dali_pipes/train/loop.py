@@ -34,6 +34,21 @@ class EpochStats:
     seconds: float = 0.0  # wall time of the whole pass
     steps: int = 0  # optimizer steps taken (read after an interruption)
     stopped: bool = False  # the pass ended early because a stop was requested
+    #: per step, when a list is given: (seconds waiting for the batch, seconds of the whole
+    #: step); ``doctor`` draws it. None: not recorded.
+    timeline: list[tuple[float, float]] | None = None
+
+    def count(self, samples: int, began: float, waited: float) -> None:
+        """One step of ``samples`` done: it began at ``began`` (``perf_counter``), when
+        the data wait stood at ``waited``."""
+        self.steps += 1
+        self.samples += samples
+        if self.timeline is not None:
+            self.timeline.append((self.data_wait - waited, time.perf_counter() - began))
+
+
+#: Called with (the pass's step index, images, labels) before each step trains on them.
+BatchHook = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ def train_one_epoch(
     stats: EpochStats | None = None,
     ema: AveragedModel | None = None,
     stop: Callable[[], bool] | None = None,
+    on_batch: BatchHook | None = None,
 ) -> EpochStats:
     """One pass over ``loader`` (at most ``cfg.max_steps`` steps), accumulated in ``stats``
     as it goes, so a caller interrupted mid-epoch still knows how far it got.
@@ -78,7 +94,7 @@ def train_one_epoch(
     With ``cfg.clip_grad_norm`` the gradients are unscaled (AMP) and clipped to that norm
     before the step. ``stop`` is asked after every whole step (never inside one); when it
     says so the pass ends there with ``stats.stopped`` set (preemption, see
-    :mod:`dali_pipes.runtime.preemption`)."""
+    :mod:`dali_pipes.runtime.preemption`). ``on_batch`` sees each batch before its step."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     model.train()
     device = loader.device
@@ -91,18 +107,20 @@ def train_one_epoch(
     start = time.perf_counter()
     batches = iter(loader)
     for step in range(steps):
+        began, waited = time.perf_counter(), stats.data_wait
         batch = _next_batch(batches, stats)
         if batch is None:
             break
         images, labels = batch
+        if on_batch is not None:
+            on_batch(step, images, labels)
         logits, loss = _forward(model, criterion, images, labels, cfg, device)
         _optimizer_step(loss, optimizer, scheduler, scaler, params, cfg.clip_grad_norm)
         if ema is not None:
             ema.update_parameters(unwrap(model))
-        stats.steps += 1
         loss_sum += loss.detach().double() * len(labels)
         correct += (logits.detach().argmax(dim=1) == hard_labels(labels)).sum()
-        stats.samples += len(labels)
+        stats.count(len(labels), began, waited)
         _show_progress(bar, stats, start, step, steps, cfg.progress)
         if stop is not None and stop():
             stats.stopped = step < steps - 1  # after the epoch's last step it is just done

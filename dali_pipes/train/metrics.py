@@ -66,6 +66,11 @@ class MetricsLog:
                 self.writer.add_scalar(key, value, global_step=int(row["epoch"]))
         self.writer.flush()
 
+    def images(self, tag: str, pixels: torch.Tensor, step: int, most: int = 32) -> None:
+        """Up to ``most`` images of a uint8 ``[N, 3, H, W]`` batch to TensorBoard."""
+        self.writer.add_images(tag, pixels[:most], global_step=step, dataformats="NCHW")
+        self.writer.flush()
+
     def close(self) -> None:
         """Flush and close TensorBoard's writer."""
         self.writer.close()

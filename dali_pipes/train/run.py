@@ -16,6 +16,7 @@ it where checkpoints exist is refused, so a run is never overwritten by accident
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import sys
 from dataclasses import replace
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from dali_pipes.backends.handover import pixels
 from dali_pipes.config import cli
 from dali_pipes.config.loaders import build_loader, model_device
 from dali_pipes.config.specs import seed_of
@@ -34,7 +36,7 @@ from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime import distributed
 from dali_pipes.runtime.preemption import Preempted, StopRequest
 from dali_pipes.train import checkpoints
-from dali_pipes.train.loop import EpochStats, evaluate, train_one_epoch
+from dali_pipes.train.loop import BatchHook, EpochStats, evaluate, train_one_epoch
 from dali_pipes.train.metrics import MetricsLog, epoch_row, epoch_summary
 from dali_pipes.train.resume import Resumed, resume
 from dali_pipes.train.state import build_state, trainer_spec
@@ -141,6 +143,7 @@ class _Run:
         self.state = build_state(cfg, spec, train_loader, self.device, self.main)
         self.resumed = Resumed()
         self.metrics: MetricsLog | None = None
+        self.images_logged = False
 
     def train_epoch(self, epoch: int, stop: StopRequest) -> EpochStats:
         """Train one epoch (the rest of it, when resuming inside it)."""
@@ -163,8 +166,30 @@ class _Run:
             stats,
             s.ema,
             stop=stop.poll,
+            on_batch=self.batch_hook(epoch, first),
         )
         return stats
+
+    def batch_hook(self, epoch: int, first: int) -> BatchHook:
+        """What the run does with a batch before training on it: save it when it is one of
+        the run's first ``trainer.save_batches`` steps (every rank; named by the run's step,
+        :meth:`TrainerSpec.step_at`'s inverse), and log the first batch this process trains
+        on to TensorBoard as images (rank 0)."""
+        per_epoch = self.spec.steps_per_epoch(len(self.train_loader))
+        rank = distributed.ranks().rank
+
+        def hook(k: int, images: torch.Tensor, labels: torch.Tensor) -> None:
+            step = epoch * per_epoch + first + k
+            if step < self.spec.save_batches:
+                path = self.out / "batches" / f"step_{step:07d}_rank_{rank}.pt"
+                batch = {"images": images.cpu(), "labels": labels.cpu()}
+                checkpoints.save_atomic(batch | {"epoch": epoch, "batch": first + k}, path)
+            if self.metrics is not None and not self.images_logged:
+                self.images_logged = True
+                seen = pixels(images, self.train_loader.spec.augment)
+                self.metrics.images("train/first_batch", seen, step)
+
+        return hook
 
     def finish_epoch(self, epoch: int, lr: float, tr: EpochStats) -> dict[str, Any]:
         """Validate, sum the epoch's figures over ranks, log, write metrics and checkpoint."""
@@ -257,11 +282,15 @@ class _Run:
     def describe(self) -> None:
         """Save the composed config and log what is about to run (rank 0)."""
         cfg, spec, loader, s = self.cfg, self.spec, self.train_loader, self.state
-        files.write_text(
-            self.out / "config.yaml",
-            OmegaConf.to_yaml(cfg),
-            hint="free space or choose another output_dir",
-        )
+        hint = "free space or choose another output_dir"
+        files.write_text(self.out / "config.yaml", OmegaConf.to_yaml(cfg), hint=hint)
+        # What replaying a step needs besides the config (python -m dali_pipes.show)
+        layout = {
+            "world_size": s.world,
+            "batches_per_epoch": len(loader),
+            "steps_per_epoch": spec.steps_per_epoch(len(loader)),
+        }
+        files.write_text(self.out / "run.json", json.dumps(layout, indent=2) + "\n", hint=hint)
         log.info(
             "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
             "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "

@@ -68,11 +68,7 @@ def build_state(
         else model
     )
     global_batch = loader.batch_size * world
-    steps = (
-        len(loader)
-        if spec.max_steps_per_epoch is None
-        else min(len(loader), spec.max_steps_per_epoch)
-    )
+    steps = spec.steps_per_epoch(len(loader))
     optimizer = make_optimizer(model, spec, global_batch)
     autocast = spec.autocast_dtype(device)
     step = StepConfig(

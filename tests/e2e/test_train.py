@@ -72,7 +72,7 @@ def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProces
 
 @pytest.mark.slow
 def test_default_run_shortened_learns_well_above_chance(tmp_path: Path) -> None:
-    """The README's default job, cut to 8 of its 30 epochs (chance is 1/6)."""
+    """The default job (docs/quickstart.md), cut to 8 of its 30 epochs (chance is 1/6)."""
     row = train(compose_config([f"output_dir={tmp_path}", "trainer.epochs=8"]))
     assert row["epoch"] == 7
     assert row["val_top1"] >= 0.5, row

@@ -40,6 +40,7 @@ class AutoAugment(auto.SlotOp):
     """torchvision ``AutoAugment(policy, interpolation, fill)``."""
 
     name = "autoaugment"
+    previews = ({"policy": "imagenet"}, {"policy": "cifar10"}, {"policy": "svhn"})
     policy: str = "imagenet"
     interpolation: str = "nearest"
     fill: int = 0

@@ -34,6 +34,11 @@ class ColorJitter(Op):
     ``p`` < 1: a factor or shift drawn per sample for each component, applied in a random order."""
 
     name = "color_jitter"
+    previews = (
+        {"brightness": 0.2, "contrast": 0.2, "saturation": 0.2, "hue": 0.05},
+        {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1},
+        {"brightness": 0.8, "contrast": 0.8, "saturation": 0.8, "hue": 0.3},
+    )
     pointwise = True
     brightness: Any = 0.0
     contrast: Any = 0.0

@@ -25,6 +25,7 @@ class GaussianBlur(Op):
     sigma per sample, the same in both directions."""
 
     name = "gaussian_blur"
+    previews = ({"sigma": 1.0}, {"sigma": 2.5}, {"sigma": 5.0})
     kernel_size: Any = 23
     sigma: Any = (0.1, 2.0)
     p: float = 1.0

@@ -34,6 +34,7 @@ class RandAugment(auto.SlotOp):
     """
 
     name = "randaugment"
+    previews = ({"magnitude": 5}, {"magnitude": 15}, {"magnitude": 28})
     num_ops: int = 2
     magnitude: float = 9
     num_magnitude_bins: int = 31

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO
+from helpers.png import check_png
 
 from dali_pipes import compose_config
 from dali_pipes.tools.bench import run_bench
@@ -58,6 +59,11 @@ def test_bench_measures_every_candidate_and_writes_json(
     assert rows["baseline"]["vs_baseline"] == 1.0
     table = capsys.readouterr().out
     assert "| loader |" in table and "| dali-cpu |" in table
+    # the chart beside the JSON: one bar per measured image loader (the decode ceiling is a
+    # line, the synthetic loader's figure is in the title)
+    off = ("decode", "synthetic")
+    bars = sum(1 for r in report["results"] if r["repeats"] and r["name"] not in off)
+    check_png(out.with_suffix(".png"), width=800, height=round(100 * (1.2 + 0.45 * bars)))
 
 
 def test_bench_compares_folder_shards_and_cache_on_the_same_data(
@@ -125,6 +131,12 @@ def test_doctor_reports_input_boundness_and_writes_a_usable_tuned_config(
     knobs = {k for t in report["trials"] for k in ("num_threads", "prefetch_queue_depth")}
     assert knobs and len(report["trials"]) > 3
     assert json.loads((out / "doctor.json").read_text())["tuned"] == report["tuned"]
+    assert len(report["timeline"]) == 3 and all(0 <= w <= t for w, t in report["timeline"])
+    assert report["charts"] == [str(out / "timeline.png"), str(out / "trials.png")]
+    check_png(out / "timeline.png", width=800, height=360)
+    check_png(
+        out / "trials.png", width=800, height=round(100 * (1.2 + 0.35 * len(report["trials"])))
+    )
 
     tuned = out / "backend" / "dali_tuned.yaml"
     composed = compose_config([f"hydra.searchpath=[file://{out}]", "backend=dali_tuned"])
