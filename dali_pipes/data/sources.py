@@ -17,7 +17,14 @@ import numpy as np
 
 from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.shards import ShardLayout, ShardReader, open_split
-from dali_pipes.data.specs import DataSpec, FolderData, SampleData, ShardData, SyntheticData
+from dali_pipes.data.specs import (
+    TOLERATE,
+    DataSpec,
+    FolderData,
+    SampleData,
+    ShardData,
+    SyntheticData,
+)
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import read_file
 
@@ -136,7 +143,7 @@ def discover_folder(
                     found += 1
                 elif ext in UNSUPPORTED_EXTENSIONS:
                     message = f"{ext} images are not supported; convert it to JPEG or PNG"
-                    if on_error != "skip":
+                    if on_error not in TOLERATE:
                         raise DataError(f"{path}: {message}, or remove it")
                     rejected.append((path, message))
                 else:
@@ -146,7 +153,7 @@ def discover_folder(
                 f"class folder {top / name} has no usable images "
                 f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
             )
-            if on_error != "skip":
+            if on_error not in TOLERATE:
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
     if ignored:
