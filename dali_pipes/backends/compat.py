@@ -100,6 +100,7 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
         self._loader = weakref.ref(loader)
         source: Source = loader.spec.source
         self.source = source
+        self._max_pixels = loader.spec.max_pixels
         #: The class names in label order, as ``ImageFolder.classes``.
         self.classes: list[str] = list(source.classes)
         #: Class name -> label, as ``ImageFolder.class_to_idx``.
@@ -126,9 +127,7 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
             raise TypeError("data=synthetic has no images to index; iterate the loader")
         i = int(index)
         blob = source.read([i])[0]
-        return decode_bytes(blob, source.files[i], _owner(self._loader).spec.max_pixels), int(
-            source.labels[i]
-        )
+        return decode_bytes(blob, source.files[i], self._max_pixels), int(source.labels[i])
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A :class:`PlannedBatch` gives the loader's batch; other indices, samples."""
