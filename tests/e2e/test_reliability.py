@@ -505,3 +505,6 @@ def test_training_with_skip_counts_bad_files_in_the_epoch_summary(
     with (tmp_path / "metrics.csv").open() as f:
         assert [int(r["skipped"]) for r in csv.DictReader(f)] == [len(BAD), len(BAD)]
     assert f"{len(BAD)} bad files skipped" in (tmp_path / "train.log").read_text()
+    # listed as a scan manifest, which data.exclude takes
+    listed = read_manifest(tmp_path / "bad_files.csv")
+    assert sorted(Path(p).name for p in listed) == [f"zz_bad_{k}.jpg" for k in range(len(BAD))]
