@@ -55,8 +55,9 @@ class DALIIterator(DaliLoader):
         drop_last, shuffle, seed: as ``DataLoader`` and ``DistributedSampler`` take them
             (``shuffle`` None: ``train``).
         num_threads, prefetch_queue_depth, hw_decoder_load: DALI's (``backend.*``).
-        on_error, max_pixels, exclude, read_timeout: bad input (``data.*``): ``raise`` or
-            ``skip``, the header size limit, a manifest of files to leave out
+        on_error, max_pixels, exclude, read_timeout: bad input (``data.*``): ``raise``,
+            ``skip`` (a substitute takes a bad file's slot) or ``drop`` (left out), the
+            header size limit, a manifest of files to leave out
             (``python -m dali_pipes.scan``), the seconds one file's read may take.
         rank, world_size: default to torchrun's.
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
+from dali_pipes.backends.compat import DataLoaderAttributes
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sampling import StreamSampler, sampler_for
+from dali_pipes.data.specs import TOLERATE
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
 
@@ -68,7 +70,8 @@ def loader_devices(spec: LoaderSpec) -> tuple[torch.device, torch.device]:
 
 
 class BadFiles:
-    """Files left out under ``on_error=skip``: each reported once, counted every epoch."""
+    """Files found bad under ``on_error=skip|drop``: each reported once, counted every
+    epoch."""
 
     def __init__(self) -> None:
         self.reasons: dict[str, str] = {}
@@ -104,11 +107,14 @@ class EpochPlan:
     """One epoch of this rank: its number and its batches of sample indices, in order.
 
     ``first``: the epoch's batch number of ``batches[0]`` (non-zero when resuming).
+    ``positions``: each sample's slot in the epoch order, cut like ``batches``: what a
+    substitute for a bad file is drawn for (:mod:`dali_pipes.data.substitutes`).
     """
 
     epoch: int
     batches: list[np.ndarray]
     first: int = 0
+    positions: list[np.ndarray] = field(default_factory=list)
 
 
 @dataclass
@@ -123,7 +129,7 @@ class _Progress:
     ended: bool = False  # the backend's iterator is exhausted
 
 
-class Loader(ABC):
+class Loader(DataLoaderAttributes, ABC):
     """Behaves like ``DataLoader(ImageFolder, sampler=DistributedSampler)`` with transforms.
 
     ``iter(loader)`` starts an epoch: the one given to :meth:`set_epoch`, else the one after
@@ -131,7 +137,9 @@ class Loader(ABC):
     is the number of batches this rank yields per epoch, the same on every rank.
 
     With ``on_error=skip`` a file that cannot be read or decoded is reported once
-    (:attr:`bad_files`), counted (:attr:`skipped`) and left out of its batch.
+    (:attr:`bad_files`), counted (:attr:`skipped`) and replaced in its batch by a
+    substitute drawn from (seed, epoch, position), so batches keep their size and every
+    rank yields as many samples as the others; ``on_error=drop`` leaves it out instead.
 
     :meth:`state_dict` / :meth:`load_state_dict` save and restore the position in an epoch
     (torchdata's ``StatefulDataLoader`` convention), also onto another world size or batch
@@ -144,7 +152,9 @@ class Loader(ABC):
     def __init__(self, spec: LoaderSpec) -> None:
         self.spec = spec
         layout = getattr(spec.source, "layout", None)
-        self.sampler = sampler_for(len(spec.source), spec.sampling, layout)
+        #: This rank's order (:mod:`dali_pipes.data.sampling`); :attr:`sampler` is its
+        #: ``DistributedSampler`` face.
+        self.rank_sampler = sampler_for(len(spec.source), spec.sampling, layout)
         # What the next ``iter`` runs: the epoch, the samples of its order already consumed
         # (across all ranks) and the epoch's batch number of its first batch.
         self._next_epoch = 0
@@ -152,6 +162,7 @@ class Loader(ABC):
         self._first = 0
         self._run: _Progress | None = None  # the latest iter's progress; None after set_epoch
         self.bad = BadFiles()
+        _warn_drop(spec)
         for path, reason in getattr(spec.source, "rejected", ()):
             self.bad.add(path, reason, count=False)
         #: The split's batch ops (mixup/cutmix, random erasing), applied to every batch the
@@ -159,14 +170,20 @@ class Loader(ABC):
         self.batch_stage = spec.augment.batch_stage(
             spec.train, self.num_classes, spec.sampling.seed, spec.sampling.rank
         )
+        self.attach_dataloader_attributes()
 
     def __len__(self) -> int:
-        return self.sampler.num_batches(self.spec.batch_size)
+        return self.rank_sampler.num_batches(self.spec.batch_size)
 
     @property
     def batch_size(self) -> int:
         """Samples per batch on this rank (DataLoader's ``batch_size``)."""
         return self.spec.batch_size
+
+    @property
+    def next_run(self) -> tuple[int, int]:
+        """(the epoch the next ``iter`` runs, samples of its order consumed before it)."""
+        return self._next_epoch, self._start
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -180,7 +197,12 @@ class Loader(ABC):
 
     @property
     def skip(self) -> bool:
-        """``data.on_error=skip``: a bad file is reported and left out, not raised."""
+        """``data.on_error`` is ``skip`` or ``drop``: a bad file is reported, not raised."""
+        return self.spec.on_error in TOLERATE
+
+    @property
+    def substitutes(self) -> bool:
+        """``on_error=skip``: a bad file's slot gets a substitute (``drop``: left out)."""
         return self.spec.on_error == "skip"
 
     @property
@@ -237,7 +259,7 @@ class Loader(ABC):
         run = self._run
         if run is None:  # nothing iterated since set_epoch / load_state_dict / construction
             epoch, seen = self._next_epoch, self._start
-            done = self.sampler.num_batches(self.spec.batch_size, seen) == 0
+            done = self.rank_sampler.num_batches(self.spec.batch_size, seen) == 0
         else:
             epoch, seen = run.epoch, run.start + run.yielded * self._round
             done = run.ended or run.yielded >= run.batches
@@ -249,7 +271,7 @@ class Loader(ABC):
             "epoch": int(epoch),
             "samples_seen": int(seen),
             "seed": int(sampling.seed),
-            "num_items": int(self.sampler.num_items),
+            "num_items": int(self.rank_sampler.num_items),
             "shuffle": bool(sampling.shuffle),
             "sampler": self._sampler_kind,
             "world_size": int(sampling.world_size),
@@ -293,7 +315,7 @@ class Loader(ABC):
             if got[key] < low:
                 raise ConfigError(f"loader state {key}={got[key]} is invalid: must be >= {low}")
         seen = got["samples_seen"]
-        self.sampler.check_resume(seen, got["world_size"], self.spec.batch_size)
+        self.rank_sampler.check_resume(seen, got["world_size"], self.spec.batch_size)
         self._next_epoch = got["epoch"]
         self._start = seen
         self._first = seen // self._round
@@ -301,7 +323,7 @@ class Loader(ABC):
 
     @property
     def _sampler_kind(self) -> str:
-        return "shards" if isinstance(self.sampler, StreamSampler) else "files"
+        return "shards" if isinstance(self.rank_sampler, StreamSampler) else "files"
 
     def __iter__(self) -> Iterator[Batch]:
         plan = self._take_epoch()
@@ -330,9 +352,10 @@ class Loader(ABC):
         epoch, start, first = self._next_epoch, self._start, self._first
         self._next_epoch, self._start, self._first = epoch + 1, 0, 0
         self.bad.epoch_paths = set()
-        batches = self.sampler.batches(epoch, self.spec.batch_size, start)
+        batches = self.rank_sampler.batches(epoch, self.spec.batch_size, start)
+        positions = self.rank_sampler.batch_positions(self.spec.batch_size, start)
         self._run = _Progress(epoch, start, len(batches))
-        return EpochPlan(epoch, batches, first)
+        return EpochPlan(epoch, batches, first, positions)
 
     @abstractmethod
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
@@ -344,7 +367,7 @@ class Loader(ABC):
             raise error
         self.bad.add(path, error)
 
-    def close(self) -> None:  # noqa: B027 - optional hook, most loaders hold nothing
+    def close(self) -> None:
         """Release worker processes, threads and pipelines (also done on garbage collection)."""
 
     def __enter__(self) -> Loader:
@@ -352,6 +375,17 @@ class Loader(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _warn_drop(spec: LoaderSpec) -> None:
+    """``on_error=drop`` under several ranks lets their counts differ: say so once."""
+    if spec.on_error == "drop" and spec.sampling.world_size > 1:
+        log.warning(
+            "data.on_error=drop with %d ranks: a batch with a bad file shrinks on one rank "
+            "only, so the ranks yield different sample counts; use data.on_error=skip "
+            "(substitutes keep every rank equal)",
+            spec.sampling.world_size,
+        )
 
 
 _STATE_INTS = ("version", "epoch", "samples_seen", "seed", "num_items", "world_size", "batch_size")

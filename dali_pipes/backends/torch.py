@@ -27,18 +27,20 @@ from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
 from dali_pipes.backends.handover import Normalizer, normalized
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.specs import TOLERATE
+from dali_pipes.data.substitutes import first_good
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes
 from dali_pipes.runtime.distributed import cpu_share
 
-Key = tuple[int, int]  # (sample index, epoch): what the sampler hands to the dataset
+Key = tuple[int, int, int]  # (sample index, epoch, slot position): what the dataset is handed
+Failed = tuple[tuple[str, str], ...]  # (path, reason) of the bad files a sample met
 
 
 class _Sample(NamedTuple):
-    image: torch.Tensor | None  # None: the file failed (on_error=skip)
+    image: torch.Tensor | None  # None: the file failed and is left out (on_error=drop)
     label: int
-    path: str
-    error: str  # "" when the image is good
+    failed: Failed  # the bad files met: the sample's own (and its substitutes' that failed)
 
 
 class _Samples(Dataset[_Sample]):
@@ -49,7 +51,7 @@ class _Samples(Dataset[_Sample]):
         self.labels = spec.source.labels
         self.pipeline = spec.augment.pipeline(spec.train)
         self.seed = spec.sampling.seed
-        self.skip = spec.on_error == "skip"
+        self.on_error = spec.on_error
         self.max_pixels = spec.max_pixels
 
     def __len__(self) -> int:
@@ -60,34 +62,54 @@ class _Samples(Dataset[_Sample]):
 
     def __getitems__(self, keys: list[Key]) -> list[_Sample]:
         """A whole batch at once: a packed dataset reads neighbouring samples in one call."""
-        blobs = self.source.read([index for index, _ in keys])
+        blobs = self.source.read([index for index, _, _ in keys])
         return [self._sample(key, blob) for key, blob in zip(keys, blobs, strict=True)]
 
     def _sample(self, key: Key, blob: Blob) -> _Sample:
-        index, epoch = key
-        path, label = self.files[index], int(self.labels[index])
+        index, epoch, position = key
+        failed: list[tuple[str, str]] = []
+        image = self._augmented(index, blob, epoch, failed)
+        if image is None and self.on_error == "skip":  # a substitute takes the slot
+            index, image = first_good(
+                self.seed,
+                epoch,
+                position,
+                len(self.files),
+                lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
+                self.files.__getitem__,
+            )
+        return _Sample(image, int(self.labels[index]), tuple(failed))
+
+    def _augmented(
+        self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]
+    ) -> torch.Tensor | None:
+        """Sample ``index`` decoded and augmented; None (added to ``failed``) when its file
+        is bad under on_error=skip|drop."""
+        path = self.files[index]
         try:
             image = decode_bytes(blob, path, self.max_pixels)
         except DataError as exc:
-            if not self.skip:
+            if self.on_error not in TOLERATE:
                 raise
-            return _Sample(None, label, path, str(exc))
+            failed.append((path, str(exc)))
+            return None
         ids = self.source.identity([index])
         draw = self.pipeline.draw([image.shape[-2:]], ids, self.seed, epoch)
-        sample = self.pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
-        return _Sample(sample, label, path, "")
+        return self.pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
 
 
 class _PlannedBatches(Sampler[list[Key]]):
-    """Batches of (index, epoch) keys of the epoch plan set just before iteration."""
+    """Batches of (index, epoch, position) keys of the epoch plan set just before
+    iteration."""
 
     def __init__(self, num_batches: int) -> None:
         self.num_batches = num_batches  # not the loader itself: no reference cycle
         self.plan = EpochPlan(0, [])
 
     def __iter__(self) -> Iterator[list[Key]]:
-        for batch in self.plan.batches:
-            yield [(int(i), self.plan.epoch) for i in batch]
+        plan = self.plan
+        for batch, where in zip(plan.batches, plan.positions, strict=True):
+            yield [(int(i), plan.epoch, int(p)) for i, p in zip(batch, where, strict=True)]
 
     def __len__(self) -> int:
         return self.num_batches
@@ -96,14 +118,14 @@ class _PlannedBatches(Sampler[list[Key]]):
 class _Collated(NamedTuple):
     images: torch.Tensor
     labels: torch.Tensor
-    failed: list[tuple[str, str]]  # (path, reason) of samples left out
+    failed: list[tuple[str, str]]  # (path, reason) of the bad files met
 
 
 def _collate(samples: list[_Sample]) -> _Collated:
     good = [s.image for s in samples if s.image is not None]
     images = torch.stack(good) if good else torch.empty(0, dtype=torch.uint8)
     labels = torch.tensor([s.label for s in samples if s.image is not None], dtype=torch.int64)
-    return _Collated(images, labels, [(s.path, s.error) for s in samples if s.image is None])
+    return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 
 
 def _worker_error(exc: BaseException) -> DataError | None:
@@ -154,7 +176,8 @@ class TorchLoader(Loader):
             raise (_worker_error(exc) or exc) from None
 
     def _kept(self) -> Iterator[Batch]:
-        """The collated batches without their failed samples (reported once each)."""
+        """The collated batches; the bad files met are reported once each (under
+        ``on_error=drop`` they are left out, a batch of only bad files is passed over)."""
         for batch in self._loader:
             for path, reason in batch.failed:
                 self.bad.add(path, reason)

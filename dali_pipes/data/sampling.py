@@ -88,6 +88,20 @@ class RankSampler:
         count = self.num_batches(batch_size, start)
         return [order[i * batch_size : (i + 1) * batch_size] for i in range(count)]
 
+    def positions(self, start: int = 0) -> np.ndarray:
+        """Each of :meth:`indices`' samples' place in the epoch's padded order (the slot a
+        substitute for a bad file is drawn for): the same slot has the same position on
+        any world size, because rank ``r`` reads every ``world_size``-th one."""
+        count = self.remaining(start)
+        world = self.spec.world_size
+        return start + self.spec.rank + world * np.arange(count, dtype=np.int64)
+
+    def batch_positions(self, batch_size: int, start: int = 0) -> list[np.ndarray]:
+        """:meth:`positions` cut like :meth:`batches`."""
+        where = self.positions(start)
+        count = self.num_batches(batch_size, start)
+        return [where[i * batch_size : (i + 1) * batch_size] for i in range(count)]
+
     def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
         """Raise unless this sampler can continue an epoch of which ``start`` samples were
         consumed by ``world_size`` ranks, cutting the rest into batches of ``batch_size``:
@@ -154,6 +168,13 @@ class StreamSampler(RankSampler):
             for first in range(0, len(mine), window):
                 rng.shuffle(mine[first : first + window])
         return mine[start // spec.world_size :]
+
+    def positions(self, start: int = 0) -> np.ndarray:
+        """A slot's place: this rank's run of the stream starts at ``rank * num_samples``
+        (ranks own contiguous runs; a packed dataset resumes on the saved world size only)."""
+        per, world = self.num_samples, self.spec.world_size
+        first = self.spec.rank * per + start // world
+        return first + np.arange(self.remaining(start), dtype=np.int64)
 
     def check_resume(self, start: int, world_size: int, batch_size: int) -> None:
         if start and world_size != self.spec.world_size:

@@ -18,7 +18,14 @@ import numpy as np
 
 from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.shards import ShardLayout, ShardReader, open_split
-from dali_pipes.data.specs import DataSpec, FolderData, SampleData, ShardData, SyntheticData
+from dali_pipes.data.specs import (
+    TOLERATE,
+    DataSpec,
+    FolderData,
+    SampleData,
+    ShardData,
+    SyntheticData,
+)
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import read_files
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
@@ -127,7 +134,7 @@ def discover_folder(
 
     Files of a format the backends cannot decode, and names with an image extension that
     are not regular files (a FIFO would block its reader forever), fail the listing, or
-    with ``on_error="skip"`` are left out and listed in ``rejected``; so are the files of an
+    with ``on_error`` skip or drop are left out and listed in ``rejected``; so are the files of an
     ``exclude`` manifest (from ``python -m dali_pipes.scan``). A symlink back into a folder
     above it is not followed (with a warning), where ImageFolder would list the same images
     again under ever longer paths.
@@ -145,7 +152,7 @@ def discover_folder(
             )
             if listing.excluded_count > excluded_before:  # the user left them out: no mistake
                 message = f"every image of class folder {top / name} is in the scan manifest"
-            elif on_error != "skip":
+            elif on_error not in TOLERATE:
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
     if listing.ignored:
@@ -199,7 +206,7 @@ class _Listing:
         return found
 
     def _reject(self, path: str, message: str) -> None:
-        if self.on_error != "skip":
+        if self.on_error not in TOLERATE:
             raise DataError(f"{path}: {message}, or remove it")
         self.rejected.append((path, message))
 

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from dali_pipes.errors import require
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
-ON_ERROR = ("raise", "skip")
+ON_ERROR = ("raise", "skip", "drop")
+#: The ``on_error`` values that carry on past a bad file (``skip`` substitutes, ``drop``
+#: leaves it out of its batch).
+TOLERATE = ("skip", "drop")
 CACHES = (None, "ram", "gpu")
 DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
 
@@ -19,7 +22,10 @@ class DataSpec:
     """Fields every dataset kind shares; ``batch_size`` is per process (per GPU).
 
     ``on_error``: ``raise`` stops at the first file that cannot be read or decoded, naming
-    it; ``skip`` reports each such file once, leaves it out and carries on. ``max_pixels``
+    it; ``skip`` reports each such file once and fills its slot with a substitute drawn
+    from (seed, epoch, position), so batches and ranks keep their sizes
+    (:mod:`dali_pipes.data.substitutes`); ``drop`` reports it and leaves it out, so its
+    batch shrinks (one process only: ranks would yield different counts). ``max_pixels``
     rejects a file whose header claims more pixels, before anything is allocated.
     ``exclude`` is a manifest written by ``python -m dali_pipes.scan``: the files it lists
     are left out of the dataset before sharding. ``read_timeout`` (seconds) bounds each

@@ -47,7 +47,7 @@ from dali_pipes.data.shards import (
     write_shard,
 )
 from dali_pipes.data.sources import ImageSource, open_source
-from dali_pipes.data.specs import DataSpec, ShardData
+from dali_pipes.data.specs import TOLERATE, DataSpec, ShardData
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import header_size
 
@@ -143,7 +143,7 @@ def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
     try:
         header_size(blob, path, data.max_pixels)
     except DataError as exc:
-        if data.on_error != "skip":
+        if data.on_error not in TOLERATE:
             raise
         log.warning("skipping %s", exc)
         return None

@@ -32,6 +32,7 @@ from dali_pipes.config.loaders import build_loader, model_device
 from dali_pipes.config.specs import seed_of
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data import files
+from dali_pipes.data.manifest import write_manifest
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime import distributed
 from dali_pipes.runtime.preemption import Preempted, StopRequest
@@ -208,12 +209,29 @@ class _Run:
         row = epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, s.world, ema_row)
         row["skipped"] = int(sums[8])
         rng = distributed.gather(checkpoints.rng_state(self.device))
+        bad = self.bad_files()
         if self.main:
             log.info(epoch_summary(row))
             assert self.metrics is not None
             self.metrics.write(row)
             self.save(epoch, None, rng, row)
+            self.list_bad_files(bad)
         return row
+
+    def bad_files(self) -> dict[str, str]:
+        """Every rank's bad files so far (on_error=skip|drop), path -> reason."""
+        mine = {**self.train_loader.bad_files, **self.val_loader.bad_files}
+        return {k: v for part in distributed.gather(mine) for k, v in part.items()}
+
+    def list_bad_files(self, bad: dict[str, str]) -> None:
+        """Write them as a scan manifest (``bad_files.csv``), for ``data.exclude``."""
+        if not bad:
+            return
+        path = self.out / "bad_files.csv"
+        write_manifest(path, bad.items())
+        log.info(
+            "%d bad files listed in %s; leave them out with data.exclude=%s", len(bad), path, path
+        )
 
     def epoch_lr(self, epoch: int) -> float:
         """The learning rate the epoch started with (logged in its row), also when the

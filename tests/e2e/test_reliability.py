@@ -169,11 +169,13 @@ def test_after_scan_and_exclude_a_dali_run_over_every_corner_file_meets_no_decod
 @pytest.mark.slow
 @pytest.mark.parametrize("train", [False, True], ids=["val", "train"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_every_corner_file_goes_through_both_backends_with_skip(
+def test_every_corner_file_goes_through_both_backends_with_drop(
     corner: Path, backend: str, train: bool
 ) -> None:
+    # on_error=drop is the old skip (left out, the batch shrinks): this accounting is its
+    # own; skip's substitutes are tests/e2e/test_substitutes.py's.
     loader = build_loader(
-        cfg_for(corner, backend, "data.on_error=skip"), "train" if train else "val"
+        cfg_for(corner, backend, "data.on_error=drop"), "train" if train else "val"
     )
     seen = 0
     with deadline(300):
@@ -194,7 +196,7 @@ def test_every_corner_file_goes_through_both_backends_with_skip(
 def test_bad_files_mixed_into_good_data_leave_every_good_sample_exactly_once(
     mixed_tree: Path, backend: str
 ) -> None:
-    loader = build_loader(cfg_for(mixed_tree, backend, "data.on_error=skip"), "train")
+    loader = build_loader(cfg_for(mixed_tree, backend, "data.on_error=drop"), "train")
     with deadline(120):
         for epoch in (0, 1):
             loader.set_epoch(epoch)
@@ -283,7 +285,7 @@ def test_a_header_claiming_65535_by_65535_pixels_is_refused_before_decoding(corn
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("on_error", ["skip", "raise"])
+@pytest.mark.parametrize("on_error", ["skip", "drop", "raise"])
 def test_a_file_deleted_mid_epoch_is_handled_like_a_decode_error(
     identity_tree: Path, tmp_path: Path, backend: str, on_error: str
 ) -> None:
@@ -303,7 +305,8 @@ def test_a_file_deleted_mid_epoch_is_handled_like_a_decode_error(
                 list(batches)
             return
         rest = list(batches)
-    assert len(first[1]) + sum(len(b[1]) for b in rest) == N - 1
+    # drop leaves the file out; skip puts a substitute in its slot
+    assert len(first[1]) + sum(len(b[1]) for b in rest) == (N - 1 if on_error == "drop" else N)
     assert "cannot read" in loader.bad_files[victim]
 
 
@@ -527,10 +530,14 @@ def test_training_with_skip_counts_bad_files_in_the_epoch_summary(
         ]
     )
     row = train(cfg)
-    assert row["skipped"] == len(BAD) and row["samples"] == N
+    # every bad file's slot holds a substitute: the epoch keeps its N + len(BAD) samples
+    assert row["skipped"] == len(BAD) and row["samples"] == N + len(BAD)
     with (tmp_path / "metrics.csv").open() as f:
         assert [int(r["skipped"]) for r in csv.DictReader(f)] == [len(BAD), len(BAD)]
     assert f"{len(BAD)} bad files skipped" in (tmp_path / "train.log").read_text()
+    # listed as a scan manifest, which data.exclude takes
+    listed = read_manifest(tmp_path / "bad_files.csv")
+    assert sorted(Path(p).name for p in listed) == [f"zz_bad_{k}.jpg" for k in range(len(BAD))]
 
 
 def test_bad_files_of_either_split_are_counted_and_each_is_reported_once_per_run(

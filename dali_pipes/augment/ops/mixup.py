@@ -1,5 +1,8 @@
 """Mixup and cutmix with soft targets, with timm's ``Mixup`` semantics (``mode='batch'``).
 
+The semantics follow timm 1.0.31 (:data:`TIMM_VERSION`; ``tests/unit/augment/
+test_timm_mixup.py`` runs that timm's ``Mixup`` on the same draws and compares).
+
 Per batch: with probability ``prob`` the batch is mixed, else it is left alone (its
 targets are still soft: smoothed one-hot). When mixed and both alphas are > 0, cutmix is
 chosen with probability ``switch_prob``, else mixup; lambda is drawn from
@@ -7,8 +10,10 @@ Beta(alpha, alpha) of the chosen one. Each image is mixed with the batch's rever
 (image ``i`` with image ``N-1-i``), as timm does:
 
 - mixup: ``x = lam * x + (1 - lam) * x.flip(0)``;
-- cutmix: a box of side ``sqrt(1 - lam)`` times the image's, centred uniformly and
-  clipped to the image, is pasted from ``x.flip(0)``; lambda is then corrected to the
+- cutmix: a box of ``int(side * sqrt(1 - lam))`` pixels per side, from ``c - cut // 2``
+  to ``c + (cut + 1) // 2`` around a uniform centre ``c`` (so exactly ``cut`` wide in an
+  odd dimension too, as timm's ``rand_bbox`` since 1.0.x) and clipped to the image, is
+  pasted from ``x.flip(0)``; lambda is then corrected to the
   pasted area (``1 - box_area / image_area``), so the targets weigh each image by the
   share of pixels it really has (timm's ``correct_lam``).
 
@@ -30,17 +35,21 @@ from dali_pipes.augment.base import number
 from dali_pipes.augment.batch import BatchOp, one_hot, register_batch_op
 from dali_pipes.errors import ConfigError
 
+#: The timm release whose ``Mixup`` (``mode='batch'``) these semantics equal.
+TIMM_VERSION = "1.0.31"
+
 
 def cutmix_box(
     size: tuple[int, int], lam: float, cy: int, cx: int
 ) -> tuple[tuple[int, int, int, int], float]:
     """timm's ``rand_bbox`` + lambda correction for a box centred at (``cy``, ``cx``):
-    ((top, bottom, left, right), the pasted-area-corrected lambda)."""
+    ((top, bottom, left, right), the pasted-area-corrected lambda). The box spans
+    ``[c - cut // 2, c + (cut + 1) // 2)``: ``cut`` pixels, odd or even (timm 1.0.31)."""
     h, w = size
     ratio = float(np.sqrt(1.0 - lam))
     cut_h, cut_w = int(h * ratio), int(w * ratio)
-    top, bottom = int(np.clip(cy - cut_h // 2, 0, h)), int(np.clip(cy + cut_h // 2, 0, h))
-    left, right = int(np.clip(cx - cut_w // 2, 0, w)), int(np.clip(cx + cut_w // 2, 0, w))
+    top, bottom = (int(np.clip(v, 0, h)) for v in (cy - cut_h // 2, cy + (cut_h + 1) // 2))
+    left, right = (int(np.clip(v, 0, w)) for v in (cx - cut_w // 2, cx + (cut_w + 1) // 2))
     return (top, bottom, left, right), 1.0 - (bottom - top) * (right - left) / float(h * w)
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.base import BadFiles
-from dali_pipes.backends.cache.store import DecodedImages
+from dali_pipes.backends.cache.store import DecodedImages, cached_batch
 from dali_pipes.backends.dali.failures import Failure
 from dali_pipes.backends.dali.feed import Feed, InFlight
 from dali_pipes.backends.dali.graph import CachedPixels, GraphInputs
@@ -61,16 +61,20 @@ class _CachedFeed(Feed):
             part.clear()
 
     def _next_batch(self) -> tuple[int, np.ndarray, list[Any], np.ndarray]:
-        """The next plan batch's decoded images (those that failed to decode left out)."""
-        batches = self._plan.batches
-        while self._next < len(batches):
-            position, batch = self._next, batches[self._next]
+        """The next plan batch's decoded images (those that failed to decode substituted,
+        or with ``on_error=drop`` left out)."""
+        plan = self._plan
+        while self._next < len(plan.batches):
+            position = self._next
             self._next += 1
-            keep = [int(i) for i in batch if self.images[int(i)] is not None]
-            for i in batch:
-                if self.images[int(i)] is None:
-                    path = self.files[int(i)]
-                    self.bad.add(path, self.bad.reasons.get(path, "could not be decoded"))
+            keep = cached_batch(
+                self.spec,
+                self.bad,
+                self.images,
+                plan.epoch,
+                plan.batches[position],
+                plan.positions[position],
+            )
             if keep:
                 kept = [image for i in keep if (image := self.images[i]) is not None]
                 sizes = np.asarray([image.shape[:2] for image in kept])

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
 import torch
 
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
-from dali_pipes.backends.cache.store import DecodedImages
+from dali_pipes.backends.cache.store import DecodedImages, cached_batch
 from dali_pipes.backends.handover import Normalizer, normalized
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
@@ -52,21 +51,15 @@ class CachedLoader(Loader):
     def _batches(self, plan: EpochPlan) -> Iterator[Batch]:
         ahead: Future[Batch | None] | None = None
         for k in range(len(plan.batches) + 1):
-            upcoming = (
-                self._pool.submit(self._assemble, plan, plan.batches[k])
-                if k < len(plan.batches)
-                else None
-            )
+            upcoming = self._pool.submit(self._assemble, plan, k) if k < len(plan.batches) else None
             if ahead is not None and (batch := ahead.result()) is not None:
                 yield batch
             ahead = upcoming
 
-    def _assemble(self, plan: EpochPlan, batch: np.ndarray) -> Batch | None:
-        keep = [int(i) for i in batch if self.images[int(i)] is not None]
-        for i in batch:
-            if self.images[int(i)] is None:
-                path = self.spec.source.files[int(i)]  # type: ignore[union-attr]
-                self.bad.add(path, self.bad.reasons.get(path, "could not be decoded"))
+    def _assemble(self, plan: EpochPlan, k: int) -> Batch | None:
+        keep = cached_batch(
+            self.spec, self.bad, self.images, plan.epoch, plan.batches[k], plan.positions[k]
+        )
         if not keep:
             return None
         images = [self.images[i] for i in keep]

@@ -32,6 +32,8 @@ from dali_pipes.backends.base import BadFiles
 from dali_pipes.backends.cache.shared import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.specs import TOLERATE
+from dali_pipes.data.substitutes import first_good
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import decode_bytes, header_size
 from dali_pipes.runtime.distributed import cpu_share, ranks
@@ -82,7 +84,7 @@ class DecodedImages:
 
     @property
     def _skip(self) -> bool:
-        return self.spec.on_error == "skip"
+        return self.spec.on_error in TOLERATE
 
     def _decode_all(self, source: ImageSource) -> list[torch.Tensor | None]:
         group = node_group(self._fingerprint(source)) if self._node_shares() else None
@@ -223,3 +225,34 @@ class DecodedImages:
                 continue
             target[...] = image.numpy()
         return failed
+
+
+def cached_batch(
+    spec: LoaderSpec,
+    bad: BadFiles,
+    images: list[torch.Tensor | None],
+    epoch: int,
+    batch: np.ndarray,
+    slots: np.ndarray,
+) -> list[int]:
+    """The samples a batch of the plan holds from the decoded copy: an image that failed to
+    decode is reported (counted this epoch) and, under ``on_error=skip``, replaced by its
+    substitute (:mod:`dali_pipes.data.substitutes`); under ``drop`` left out."""
+    files = spec.source.files  # type: ignore[union-attr]
+
+    def decoded(i: int) -> int | None:
+        if images[i] is not None:
+            return i
+        bad.add(files[i], bad.reasons.get(files[i], "could not be decoded"))
+        return None
+
+    keep: list[int] = []
+    for i, slot in zip(batch, slots, strict=True):
+        found = decoded(int(i))
+        if found is None and spec.on_error == "skip":
+            found, _ = first_good(
+                spec.sampling.seed, epoch, int(slot), len(images), decoded, files.__getitem__
+            )
+        if found is not None:
+            keep.append(found)
+    return keep

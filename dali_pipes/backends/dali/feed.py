@@ -23,6 +23,8 @@ from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.specs import TOLERATE
+from dali_pipes.data.substitutes import first_good
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import header_size
 
@@ -31,7 +33,7 @@ class InFlight(NamedTuple):
     """A batch handed to DALI and not yet delivered: what a search for a bad file re-decodes."""
 
     position: int  # index of the batch in the epoch plan
-    indices: np.ndarray  # the samples DALI was given (bad ones already left out)
+    indices: np.ndarray  # the samples DALI was given (bad ones already substituted)
     anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
 
@@ -41,7 +43,10 @@ class Feed:
 
     Files are read a few batches ahead on a thread pool; each one's header is checked
     (format, size, pixel limit) before DALI sees it. Under ``on_error=skip`` a failing
-    file is reported and left out of its batch, and a batch left empty is passed over.
+    file is reported and its slot filled by a substitute (:mod:`dali_pipes.data.
+    substitutes`); a file DALI's decoder rejects is reported by the loader's search and
+    its batch fed again, with the substitute. Under ``drop`` it is left out of its batch,
+    and a batch left empty is passed over.
     """
 
     def __init__(
@@ -95,8 +100,12 @@ class Feed:
         return self._pool.submit(read, batch)
 
     def _next_batch(self) -> tuple[int, np.ndarray, list[np.ndarray], np.ndarray]:
-        """The next plan batch with its good files: position, indices, bytes, sizes."""
-        batches, spec = self._plan.batches, self.spec
+        """The next plan batch with its good files: position, indices, bytes, sizes.
+
+        A bad file (its read or header failed, or DALI's decoder rejected it earlier) is
+        replaced by its substitute under ``on_error=skip`` and left out under ``drop``.
+        """
+        batches = self._plan.batches
         while self._next < len(batches):
             position, batch = self._next, batches[self._next]
             blobs = self._reads.popleft().result()
@@ -104,24 +113,44 @@ class Feed:
                 self._reads.append(self._submit(batches[position + self.read_ahead]))
             self._next += 1
             keep, kept, sizes = [], [], []
-            for i, blob in zip(batch, blobs, strict=True):
-                path = self.files[i]
-                if path in self.bad:  # failed earlier, maybe inside DALI
-                    self.bad.add(path, self.bad.reasons[path])
-                    continue
-                try:
-                    sizes.append(header_size(blob, path, spec.max_pixels))
-                except DataError as exc:
-                    if spec.on_error != "skip":
-                        raise
-                    self.bad.add(path, exc)
-                    continue
-                assert not isinstance(blob, DataError)  # header_size raised the read error
-                keep.append(i)
-                kept.append(blob)
+            slots = self._plan.positions[position]
+            for i, blob, slot in zip(batch, blobs, slots, strict=True):
+                found = self._checked(int(i), blob)
+                if found is None and self.spec.on_error == "skip":
+                    i, found = first_good(
+                        self.spec.sampling.seed,
+                        self._plan.epoch,
+                        int(slot),
+                        len(self.files),
+                        lambda j: self._checked(j, self.source.read([j])[0]),
+                        self.files.__getitem__,
+                    )
+                if found is not None:
+                    keep.append(i)
+                    kept.append(found[0])
+                    sizes.append(found[1])
             if keep:
                 return position, np.asarray(keep), kept, np.asarray(sizes)
         raise StopIteration
+
+    def _checked(
+        self, index: int, blob: np.ndarray | DataError
+    ) -> tuple[np.ndarray, tuple[int, int]] | None:
+        """(bytes, size from the header) of a good file; None for a bad one (reported),
+        which raises unless ``on_error`` is ``skip`` or ``drop``."""
+        path = self.files[index]
+        if path in self.bad:  # failed earlier, maybe inside DALI
+            self.bad.add(path, self.bad.reasons[path])
+            return None
+        try:
+            size = header_size(blob, path, self.spec.max_pixels)
+        except DataError as exc:
+            if self.spec.on_error not in TOLERATE:
+                raise
+            self.bad.add(path, exc)
+            return None
+        assert not isinstance(blob, DataError)  # header_size raised the read error
+        return blob, size
 
     def __call__(self) -> tuple[Any, ...]:
         position, indices, blobs, sizes = self._next_batch()

@@ -120,8 +120,8 @@ class DaliLoader(Loader):
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
         stream = None
         if spec.source.layout is not None:
-            assert isinstance(self.sampler, StreamSampler)
-            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.sampler)
+            assert isinstance(self.rank_sampler, StreamSampler)
+            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.rank_sampler)
         threads = min(8, max(2, self.num_threads))
         return Feed(spec, self.bad, read_ahead, threads=threads, stream=stream)
 

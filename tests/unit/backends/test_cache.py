@@ -109,7 +109,7 @@ def test_a_bad_file_is_named_or_skipped_when_caching(identity_tree: Path, tmp_pa
     bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     with pytest.raises(DataError, match=r"zz_broken\.jpg"):
         loader(root, "data.cache=ram")
-    with loader(root, "data.cache=ram", "data.on_error=skip") as cache:
+    with loader(root, "data.cache=ram", "data.on_error=drop") as cache:
         assert sorted(i for images, _ in cache for i in ids(images)) == list(range(N))
         assert cache.skipped == 1 and str(bad) in cache.bad_files
 
@@ -189,7 +189,7 @@ def test_the_gpu_caches_dali_graph_skips_or_names_a_bad_file(
     common = [f"augment.train.crop.size={SIZE}", "backend.device=cpu"]
     with pytest.raises(DataError, match=r"zz_broken\.jpg"):
         dali_cached(root, *common)
-    with dali_cached(root, *common, "data.on_error=skip") as cache:
+    with dali_cached(root, *common, "data.on_error=drop") as cache:
         for n in (0, 1):
             assert sorted(ids(epoch(cache, n)[0])) == list(range(N))
             assert cache.skipped == 1 and str(bad) in cache.bad_files

@@ -216,7 +216,7 @@ def test_a_file_only_the_decoder_rejects_is_named_or_skipped(
     with pytest.raises(DataError) as exc:
         list(loader_for(tmp_path))
     assert str(bad) in one_line(exc) and probed
-    loader = loader_for(tmp_path, "data.on_error=skip")
+    loader = loader_for(tmp_path, "data.on_error=drop")
     assert sum(len(labels) for _, labels in loader) == 5
     assert list(loader.bad_files) == [str(bad)]
 

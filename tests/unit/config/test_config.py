@@ -128,7 +128,11 @@ def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
     assert out.stdout.strip() == "train"
 
 
-def test_dali_iterator_skips_bad_files_when_asked(identity_tree: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("on_error", "yielded"), [("skip", 18), ("drop", 17)])
+def test_dali_iterator_skips_bad_files_when_asked(
+    identity_tree: Path, tmp_path: Path, on_error: str, yielded: int
+) -> None:
+    """17 good files and a broken one: skip yields 18 (a substitute in its slot), drop 17."""
     import shutil
 
     root = tmp_path / "data"
@@ -141,9 +145,9 @@ def test_dali_iterator_skips_bad_files_when_asked(identity_tree: Path, tmp_path:
         batch_size=8,
         image_size=32,
         resize_size=36,
-        on_error="skip",
+        on_error=on_error,
     )
-    assert sum(len(labels) for _, labels in loader) == 17
+    assert sum(len(labels) for _, labels in loader) == yielded
     assert list(loader.bad_files) == [str(root / "ant" / "broken.jpg")]
 
 
