@@ -14,6 +14,7 @@ files' bytes: its decoder works on those, which the bench note says.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import time
@@ -124,8 +125,13 @@ class FfcvLoader:
             epoch.close()
 
     def close(self) -> None:
-        """Release FFCV's loader (its memory map of the file)."""
+        """Release FFCV's loader (its memory map of the file) and collect its compiled
+        pipeline now: the finalizers of FFCV's numba dispatchers raise when they run
+        (ignored, but on Python 3.11.7 a garbage collection that runs them in the middle
+        of an ``ast.parse`` elsewhere makes that parse fail with "AST constructor
+        recursion depth mismatch")."""
         self._loader = None
+        gc.collect()
 
     def __enter__(self) -> FfcvLoader:
         return self
