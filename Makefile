@@ -4,8 +4,14 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+PEERS_STAMP := $(VENV)/.peers-stamp
+# What the optional extra `peers` (the loaders bench compares with) needs from Debian:
+# FFmpeg's shared libraries, which spdl loads at run time, and the headers and pkg-config
+# files ffcv compiles against (libturbojpeg, OpenCV).
+PEER_DEBS := libavutil57 libavcodec59 libavformat59 libavfilter8 libswscale6 \
+	libswresample4 libavdevice59 pkg-config libturbojpeg0-dev libopencv-dev
 
-.PHONY: setup train test lint gpu-test docs docs-serve browser clean
+.PHONY: setup train test lint gpu-test docs docs-serve browser clean peer-libs peers bench-peers
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,6 +20,24 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+peer-libs:
+	@if dpkg -s $(PEER_DEBS) >/dev/null 2>&1; then echo "peer-libs: Debian packages present"; \
+	else apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends $(PEER_DEBS); fi
+
+# The dev install plus the peers extra: the peer tests run in `make test`.
+$(PEERS_STAMP): $(STAMP)
+	$(MAKE) peer-libs
+	$(BIN)/python -m pip install -e '.[dev,peers]'
+	touch $(PEERS_STAMP)
+
+peers: $(PEERS_STAMP)
+
+# The recorded peer comparison (issue 29): three bench runs on the shared photos and on
+# the ImageNet-like copy, JSON into benchmarks/peers/, a table to paste into RESULTS.md.
+bench-peers: $(PEERS_STAMP)
+	$(BIN)/python benchmarks/bench_peers.py $(ARGS)
 
 train: $(STAMP)
 	$(BIN)/python -m dali_pipes.train $(ARGS)
@@ -30,7 +54,7 @@ lint: $(STAMP)
 # of its share in one contiguous block, which put every slow test on the first worker.
 # mypy (25 s on a clean clone, no cache yet) runs beside the tests, in their idle moments;
 # its report follows theirs, and either failing fails the target.
-test: $(STAMP) browser
+test: $(STAMP) $(PEERS_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@report=$$(mktemp); $(BIN)/mypy > $$report 2>&1 & typing=$$!; \

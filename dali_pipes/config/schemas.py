@@ -45,6 +45,8 @@ class BenchSpec:
     out: str = "outputs/bench/bench.json"
     #: a pack of the same data for the *-shards candidates; packed there first if absent
     shards: str = "outputs/bench/shards"
+    #: where the ffcv peer keeps its .beton conversions of the data (made there if absent)
+    beton: str = "outputs/bench/beton"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", tuple(self.candidates))

@@ -10,8 +10,12 @@ DALI's own ResNet-50 example pipeline (``dali-raw``, ``dali-raw-gpu``:
 :mod:`dali_pipes.tools.dali_example`).
 Each gets the median and range of images/s over repeats (warm-up excluded), its ratio to
 the baseline, the DALI loaders' ratio to DALI's example on the same device (``vs_peer``),
-its share of the decode ceiling, CPU utilisation and peak host/GPU memory. The table goes
-to stdout, everything (with machine and versions) to a JSON file.
+its share of the decode ceiling, CPU utilisation, CPU time per 1,000 images (core-seconds)
+and peak host/GPU memory, and how many times its rate DALI on the CPU runs at
+(``dali_cpu_vs``). The peers users pick instead (``spdl``, ``dali-dynamic``, ``ffcv``:
+:mod:`dali_pipes.tools.peers`, the optional extra ``peers``) are candidates too; one that
+cannot run here is one line in its row. The table goes to stdout, everything (with
+machine and versions) to a JSON file.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import platform
 import sys
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +41,13 @@ from dali_pipes.data.files import write_text
 from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import DaliPipesError, require
 from dali_pipes.runtime.distributed import cpu_share
-from dali_pipes.tools.bench_candidates import CANDIDATES, DEFAULTS, BenchRun
+from dali_pipes.tools.bench_candidates import (
+    CANDIDATES,
+    DEFAULTS,
+    PEER_CANDIDATES,
+    BenchRun,
+    peer_task,
+)
 from dali_pipes.tools.charts import bench_chart
 from dali_pipes.tools.measurement import Measurement
 
@@ -61,6 +72,8 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
         from dali_pipes.tools.dali_example import example_crop
 
         example_crop(spec)  # a crop the peer cannot realise fails now, before any measuring
+    for name in sorted(set(PEER_CANDIDATES) & set(names)):
+        peer_task(run, name)  # so does a pipeline the peers cannot realise
     results: list[Measurement] = []
     for name in tqdm(names, desc="bench", unit="loader", disable=None):
         if CANDIDATES[name].gpu and not run.cuda:
@@ -90,6 +103,11 @@ def environment() -> dict[str, Any]:
             versions[module] = __import__(module, fromlist=["__version__"]).__version__
         except ImportError:
             versions[module] = None
+    for dist in ("spdl-io", "ffcv", "numba", "opencv-python"):  # the peers' packages
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
     machine: dict[str, Any] = {
         "platform": platform.platform(),
         "processor": _cpu_model(),
@@ -159,6 +177,7 @@ def _report(
     by_name = {r.name: r for r in results}
     base = by_name.get("baseline")
     ceiling = by_name.get("decode")
+    ours = by_name.get("dali-cpu")
     rows = []
     for r in results:
         row = r.as_dict()
@@ -167,6 +186,8 @@ def _report(
         peer = by_name.get(PEERS.get(r.name, r.name))
         peer = peer if peer and peer.name in PEERS.values() else None
         row["vs_peer"] = r.median / peer.median if peer and peer.rates and r.rates else math.nan
+        # how many times this loader's rate dali_pipes' DALI CPU loader runs at
+        row["dali_cpu_vs"] = ours.median / r.median if ours and ours.rates and r.rates else math.nan
         row["pct_decode_ceiling"] = (
             100 * r.median / ceiling.median if ceiling and ceiling.rates and r.rates else math.nan
         )
@@ -192,8 +213,10 @@ COLUMNS = (
     ("max", "images_per_s_max", "{:.0f}"),
     ("× baseline", "vs_baseline", "{:.2f}"),
     ("× DALI example", "vs_peer", "{:.2f}"),
+    ("dali-cpu ÷ this", "dali_cpu_vs", "{:.2f}"),
     ("% decode ceiling", "pct_decode_ceiling", "{:.0f}"),
     ("CPU util %", "cpu_util_pct", "{:.0f}"),
+    ("CPU s / 1k img", "cpu_s_per_1k_images", "{:.1f}"),
     ("peak host MB", "peak_host_mb", "{:.0f}"),
     ("peak GPU MB", "peak_gpu_mb", "{:.0f}"),
     ("note", "note", "{}"),

@@ -35,6 +35,7 @@ from dali_pipes.data.specs import ShardData
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import local_gpu
 from dali_pipes.tools.measurement import Measurement, measure
+from dali_pipes.tools.peers.task import PeerTask, PeerUnavailable
 
 log = logging.getLogger("dali_pipes.bench")
 
@@ -111,6 +112,62 @@ class BenchRun:
             result = self.timed(name, lambda: loader)
         result.note = loader.note
         return result
+
+    def peer(self, name: str, build: Callable[[PeerTask], Any]) -> Measurement:
+        """A peer loader (:mod:`~dali_pipes.tools.peers`) built by ``build`` on this run's
+        task and DALI thread count; a peer that cannot run here is one line in its row."""
+        try:
+            with build(peer_task(self, name)) as loader:
+                result = self.timed(name, lambda: loader)
+        except PeerUnavailable as exc:
+            log.warning("%s", exc)
+            return Measurement(name, note=f"skipped: {exc}")
+        result.note = loader.note
+        return result
+
+
+def peer_task(run: BenchRun, name: str) -> PeerTask:
+    """The work every peer does in this run (one line if the configured split is not
+    one a peer can realise), on the thread count of dali_pipes' DALI loader."""
+    options = run.backend("dali", "auto")
+    assert isinstance(options, DaliBackend)
+    return PeerTask.from_spec(run.spec, options.num_threads or run.cores, name)
+
+
+def _ffcv(run: BenchRun) -> Callable[[PeerTask], Any]:
+    """FFCV's loader over the split converted to ``.beton`` in ``bench.beton`` (converted
+    first, timed apart, when that folder has no conversion of these files)."""
+
+    def build(task: PeerTask) -> Any:
+        from dali_pipes.tools.peers.ffcv_loader import FfcvLoader, beton_path, write_beton
+
+        path = beton_path(task, run.bench.beton)
+        converted = None if path.exists() else write_beton(task, path)
+        loader = FfcvLoader(task, path)
+        mb = path.stat().st_size / 2**20
+        loader.note += (
+            f" ({mb:.0f} MB, converted in {converted:.1f} s before timing)"
+            if converted is not None
+            else f" ({mb:.0f} MB, converted by an earlier run)"
+        )
+        return loader
+
+    return build
+
+
+def _spdl(task: PeerTask) -> Any:
+    from dali_pipes.tools.peers.spdl_loader import SpdlLoader
+
+    return SpdlLoader(task)
+
+
+def _dynamic(device: str) -> Callable[[PeerTask], Any]:
+    def build(task: PeerTask) -> Any:
+        from dali_pipes.tools.peers.dali_dynamic import DynamicLoader
+
+        return DynamicLoader(task, device)
+
+    return build
 
 
 @dataclass(frozen=True)
@@ -296,6 +353,29 @@ CANDIDATES: dict[str, Candidate] = {
             lambda r: r.example("dali-raw-gpu", local_gpu().index),
             gpu=True,
         ),
+        Candidate(
+            "spdl",
+            "SPDL (Meta): thread pipeline, FFmpeg decode and filter-graph augmentation",
+            lambda r: r.peer("spdl", _spdl),
+        ),
+        Candidate(
+            "dali-dynamic",
+            "DALI's dynamic mode (nvidia.dali.experimental.dynamic) on the CPU",
+            lambda r: r.peer("dali-dynamic", _dynamic("cpu")),
+        ),
+        Candidate(
+            "dali-dynamic-gpu",
+            "DALI's dynamic mode with GPU decoding and operators",
+            lambda r: r.peer("dali-dynamic-gpu", _dynamic("gpu")),
+            gpu=True,
+        ),
+        Candidate(
+            "ffcv",
+            "FFCV: .beton file (converted first, timed apart), numba-compiled CPU ops",
+            lambda r: r.peer("ffcv", _ffcv(r)),
+        ),
     )
 }
+#: The loaders users pick instead of dali_pipes (the optional extra ``peers``).
+PEER_CANDIDATES = ("spdl", "dali-dynamic", "dali-dynamic-gpu", "ffcv")
 DEFAULTS = tuple(name for name, c in CANDIDATES.items() if c.default)

@@ -1,4 +1,5 @@
-"""Measuring a loader: images/s over repeats, CPU utilisation, peak host and GPU memory.
+"""Measuring a loader: images/s over repeats, CPU utilisation and CPU time per 1,000
+images, peak host and GPU memory.
 
 Host figures cover the whole process tree (DataLoader workers are child processes):
 CPU time from ``/proc/<pid>/stat``, memory as the sum of each process's proportional set
@@ -118,6 +119,7 @@ class Measurement:
     name: str
     rates: list[float] = field(default_factory=list)
     cpu_util: float = math.nan  # share of all cores busy while timed, 0..1
+    cpu_s_per_1k: float = math.nan  # CPU seconds (all cores, whole process tree) per 1000 images
     peak_host_mb: float = math.nan
     peak_gpu_mb: float = math.nan
     note: str = ""
@@ -142,6 +144,7 @@ class Measurement:
             "images_per_s_max": hi,
             "repeats": self.rates,
             "cpu_util": self.cpu_util,
+            "cpu_s_per_1k_images": self.cpu_s_per_1k,
             "peak_host_mb": self.peak_host_mb,
             "peak_gpu_mb": self.peak_gpu_mb,
             "note": self.note,
@@ -187,14 +190,17 @@ def measure(
     with PeakSampler() as peak:
         _consume(batches, warmup_images, sync)
         cpu0, wall0 = cpu_seconds(), time.perf_counter()
+        images = 0
         for _ in range(repeats):
             start = time.perf_counter()
             seen = _consume(batches, min_images, sync)
             result.rates.append(seen / (time.perf_counter() - start))
+            images += seen
             on_repeat()
         cpu1, wall1 = cpu_seconds(), time.perf_counter()
     batches.close()
     result.cpu_util = (cpu1 - cpu0) / ((wall1 - wall0) * cores)
+    result.cpu_s_per_1k = 1000 * (cpu1 - cpu0) / images if images else math.nan
     result.peak_host_mb = peak.host / 2**20
     result.peak_gpu_mb = (peak.gpu - gpu_before) / 2**20 if torch.cuda.is_available() else math.nan
     return result
