@@ -36,6 +36,7 @@ READ_THREADS = 16
 #: Attempts of a request (first try included) unless ``AWS_MAX_ATTEMPTS`` says otherwise.
 DEFAULT_ATTEMPTS = 10
 _MISSING = ("NoSuchKey", "404", "NotFound")
+_THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
 
 _clients: dict[int, Any] = {}  # one client and one thread pool per process (fork-safe)
@@ -115,6 +116,12 @@ def failure(url: str, exc: Exception) -> DataError:
             return DataError(
                 f"{url}: access denied ({code}); grant these credentials s3:ListBucket and "
                 "s3:GetObject on it, or use other credentials"
+            )
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if status >= 500 or code in _THROTTLED:
+            return DataError(
+                f"{url}: the server still answers {code or status} after retries with "
+                "backoff; rerun later, or raise AWS_MAX_ATTEMPTS"
             )
         return DataError(f"{url}: the request was refused ({code}: {exc}); check the URL")
     return DataError(

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from conftest import BUNDLED_PHOTOS
@@ -142,6 +143,35 @@ def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
             assert time.monotonic() - down >= 1.0  # they waited for the server
             assert remote.skipped == 0
         assert_same([(x.clone(), y.clone()) for x, y in got], whole)
+    finally:
+        relay.stop()
+
+
+def test_throttling_replies_are_retried_and_past_the_bound_are_one_line(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``503 SlowDown`` on the next connections: a few are retried away and the bytes are
+    the local files'; more than ``AWS_MAX_ATTEMPTS`` stop the read with one line."""
+    url = upload(s3, "throttled")
+    local = discover_folder(BUNDLED_PHOTOS)
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        remote = discover_folder(url)
+        relay.throttle = 6
+        got = remote.read(list(range(len(remote))))
+        assert relay.throttle == 0
+        for a, b in zip(got, local.read(list(range(13))), strict=True):
+            assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+            assert np.array_equal(a, b)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+        forget_clients()
+        relay.throttle = 1000
+        with pytest.raises(DataError) as info:
+            remote.read([0])
+        line = str(info.value)
+        assert remote.files[0] in line and "SlowDown" in line and "\n" not in line
     finally:
         relay.stop()
 

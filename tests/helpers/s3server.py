@@ -111,6 +111,9 @@ class Relay:
         self.target, self.port = target, port or free_port()
         self.listener: socket.socket | None = None
         self.conns: list[socket.socket] = []
+        #: How many of the next connections get a ``503 SlowDown`` reply (then are closed)
+        #: instead of the server: throttling as S3 answers it.
+        self.throttle = 0
 
     @property
     def endpoint(self) -> str:
@@ -147,10 +150,27 @@ class Relay:
                 a, _ = listener.accept()
             except OSError:
                 return
+            if self.throttle > 0:
+                self.throttle -= 1
+                self._slow_down(a)
+                continue
             b = socket.create_connection(("127.0.0.1", self.target))
             self.conns += [a, b]
             for src, dst in ((a, b), (b, a)):
                 threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _slow_down(conn: socket.socket) -> None:
+        request = b""
+        while b"\r\n\r\n" not in request and (chunk := conn.recv(65536)):
+            request += chunk
+        body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+        conn.sendall(
+            b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        conn.close()
 
     @staticmethod
     def _pipe(src: socket.socket, dst: socket.socket) -> None:
