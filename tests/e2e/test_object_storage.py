@@ -18,10 +18,12 @@ from conftest import BUNDLED_PHOTOS
 from helpers.s3server import Relay, S3Server
 
 from dali_pipes import build_loader, compose_config
+from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.s3 import forget_clients
 from dali_pipes.data.sources import discover_folder, open_source
 from dali_pipes.data.specs import FolderData
 from dali_pipes.errors import DataError
+from dali_pipes.tools.scan import run_scan
 
 BACKENDS = ["torch", "dali-cpu"]
 BUCKET = "datasets"
@@ -220,3 +222,20 @@ def test_a_wrong_key_is_one_line_naming_the_url(monkeypatch: pytest.MonkeyPatch)
     finally:
         server.stop()
         forget_clients()
+
+
+def test_scan_of_a_bucket_lists_its_bad_objects_by_url_for_data_exclude(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    url = upload(s3, "scanned")
+    bad = f"{url}/crabs/broken.jpg"
+    s3.client().put_object(Bucket=BUCKET, Key="scanned/crabs/broken.jpg", Body=b"not a jpeg")
+    out = tmp_path / "bad.csv"
+    cfg = compose_config(
+        ["data=folder", f"data.root={url}", f"scan.out={out}", "scan.splits=[train]"],
+        config_name="scan",
+    )
+    report = run_scan(cfg)
+    assert report["files"] == 14 and list(read_manifest(out)) == [bad]
+    kept = discover_folder(url, exclude=str(out))
+    assert len(kept) == 13 and bad not in kept.files
