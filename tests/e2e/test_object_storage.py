@@ -5,6 +5,9 @@ wrong bucket or key in one line."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -239,3 +242,17 @@ def test_scan_of_a_bucket_lists_its_bad_objects_by_url_for_data_exclude(
     assert report["files"] == 14 and list(read_manifest(out)) == [bad]
     kept = discover_folder(url, exclude=str(out))
     assert len(kept) == 13 and bad not in kept.files
+
+
+def test_a_bucket_is_listed_once_per_job_and_sent_to_the_other_ranks(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    url = upload(s3, "ranks")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    probe = Path(__file__).resolve().parents[1] / "probes" / "listing_probe.py"
+    done = subprocess.run(
+        [*cmd, str(probe), url, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert files[0] == files[1] == list(discover_folder(url).files)
