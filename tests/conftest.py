@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -158,3 +160,14 @@ def _no_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key in LAUNCH_VARS or key.startswith("SLURM_"):
             monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """A real S3 server (moto's standalone server, a separate process) on 127.0.0.1, for
+    the session; stopped at its end."""
+    from helpers.s3server import S3Server
+
+    server = S3Server().start()
+    yield server
+    server.stop()

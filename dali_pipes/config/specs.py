@@ -21,11 +21,12 @@ from dali_pipes.backends import check_name
 from dali_pipes.backends.specs import BackendSpec, LoaderSpec
 from dali_pipes.config.targets import check_trainer_targets
 from dali_pipes.config.trainer import TrainerSpec
-from dali_pipes.data.sources import open_source
+from dali_pipes.data.sources import Source, open_source
 from dali_pipes.data.specs import DataSpec, SamplingSpec
-from dali_pipes.errors import ConfigError
+from dali_pipes.data.storage import is_url
+from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.runtime.devices import output_device_for
-from dali_pipes.runtime.distributed import ranks
+from dali_pipes.runtime.distributed import active, broadcast, ranks
 
 T = TypeVar("T")
 
@@ -113,7 +114,7 @@ def loader_spec(
         world_size=where.world_size if world_size is None else world_size,
     )
     return LoaderSpec(
-        source=open_source(data, split),
+        source=_open_once(data, split, shared=rank is None and world_size is None),
         train=train,
         batch_size=data.batch_size,
         augment=augment,
@@ -145,3 +146,23 @@ def seed_of(cfg: DictConfig) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"seed={value!r} is invalid: must be an integer >= 0")
     return value
+
+
+def _open_once(data: DataSpec, split: str, *, shared: bool) -> Source:
+    """The split's source. A bucket is listed once per job, not once per rank: with a
+    process group (and the job's own ranks, ``shared``) rank 0 lists it and sends the
+    listing, or its one-line error, to the others; a listing is paginated requests."""
+    root = getattr(data, "root", None)
+    if not (shared and root and is_url(root) and active()):
+        return open_source(data, split)
+    listed: Source | DaliPipesError | None = None
+    if ranks().rank == 0:
+        try:
+            listed = open_source(data, split)
+        except DaliPipesError as exc:
+            listed = exc
+    listed = broadcast(listed)
+    if isinstance(listed, DaliPipesError):
+        raise listed
+    assert listed is not None
+    return listed

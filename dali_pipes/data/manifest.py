@@ -1,6 +1,7 @@
 """The bad-file manifest: a CSV of ``path,reason`` rows, written by ``python -m dali_pipes.scan``.
 
-Paths are absolute (resolved), so a manifest matches however the data root was spelled.
+Paths are absolute (resolved), so a manifest matches however the data root was spelled;
+``s3://`` URLs are kept as they are.
 It is written atomically: a reader never sees half a manifest.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dali_pipes.data.files import write_text
+from dali_pipes.data.storage import is_url
 from dali_pipes.errors import DataError
 
 
@@ -22,7 +24,7 @@ def write_manifest(path: Path, bad: Iterable[tuple[str, str]]) -> None:
     out = csv.writer(buf)
     out.writerow(["path", "reason"])
     for file, reason in sorted(bad):
-        out.writerow([str(Path(file).resolve()), reason])
+        out.writerow([_absolute(file), reason])
     write_text(path, buf.getvalue(), hint="free space or choose another scan.out")
 
 
@@ -39,4 +41,8 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, str]:
         ) from None
     if rows and not {"path", "reason"} <= set(rows[0]):
         raise DataError(f"data.exclude={path}: not a scan manifest (needs path,reason columns)")
-    return {str(Path(r["path"]).resolve()): r["reason"] for r in rows}
+    return {_absolute(r["path"]): r["reason"] for r in rows}
+
+
+def _absolute(path: str) -> str:
+    return path if is_url(path) else str(Path(path).resolve())

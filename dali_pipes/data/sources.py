@@ -26,8 +26,8 @@ from dali_pipes.data.specs import (
     ShardData,
     SyntheticData,
 )
+from dali_pipes.data.storage import is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import read_files
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class ImageSource:
     def __post_init__(self) -> None:
         reader = ShardReader(self.layout) if self.layout is not None else None
         object.__setattr__(self, "_reader", reader)
+        object.__setattr__(self, "_storage", storage_for(self.root))
 
     def __len__(self) -> int:
         return len(self.files)
@@ -71,7 +72,8 @@ class ImageSource:
         every read within ``read_timeout`` (:mod:`dali_pipes.image.reads`)."""
         reader: ShardReader | None = self._reader  # type: ignore[attr-defined]
         if reader is None:
-            return read_files([self.files[int(i)] for i in indices], self.read_timeout)
+            paths = [self.files[int(i)] for i in indices]
+            return self._storage.read_many(paths, self.read_timeout)  # type: ignore[attr-defined]
 
         def batch(_: str) -> list[np.ndarray | DataError]:
             try:
@@ -140,25 +142,27 @@ def discover_folder(
     again under ever longer paths.
     """
     excluded = read_manifest(exclude) if exclude else {}
-    top = Path(root).expanduser()
-    classes = _class_folders(top)
+    top = join(root)
+    tree = _bucket_tree(top) if is_url(top) else _FolderTree(Path(top))
+    classes = tree.classes()
     listing = _Listing(on_error, excluded)
     for index, name in enumerate(classes):
         excluded_before = listing.excluded_count
-        if listing.add_class(top / name, index) == 0:
+        folder = join(top, name)
+        if listing.add_class(tree.entries(name), index) == 0:
             message = (
-                f"class folder {top / name} has no usable images "
+                f"class folder {folder} has no usable images "
                 f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
             )
             if listing.excluded_count > excluded_before:  # the user left them out: no mistake
-                message = f"every image of class folder {top / name} is in the scan manifest"
+                message = f"every image of class folder {folder} is in the scan manifest"
             elif on_error not in TOLERATE:
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
     if listing.ignored:
         log.info("%s: ignored %d files without an image extension", top, listing.ignored)
     return ImageSource(
-        root=str(top),
+        root=top,
         files=tuple(listing.files),
         labels=np.asarray(listing.labels, dtype=np.int64),
         classes=tuple(classes),
@@ -179,17 +183,17 @@ class _Listing:
     ignored: int = 0
     excluded_count: int = 0  # files left out because the scan manifest lists them
 
-    def add_class(self, folder: Path, label: int) -> int:
-        """List one class folder's images under ``label``; how many were kept."""
+    def add_class(self, entries: list[tuple[str, bool]], label: int) -> int:
+        """List one class folder's ``(path, is a regular file)`` entries, in ImageFolder
+        order, under ``label``; how many were kept."""
         found = 0
-        for entry in _walk(folder):
-            ext = os.path.splitext(entry.name)[1].lower()
-            path = entry.path
+        for path, regular in entries:
+            ext = os.path.splitext(path)[1].lower()
             if ext in IMAGE_EXTENSIONS:
-                if not entry.is_file():
+                if not regular:
                     self._reject(path, f"is not a regular file ({_kind(path)}); replace it")
                 elif (
-                    reason := self.excluded.get(str(Path(path).resolve()))
+                    reason := self.excluded.get(path if is_url(path) else str(Path(path).resolve()))
                     if self.excluded
                     else None
                 ):
@@ -261,6 +265,60 @@ def _kind(path: str) -> str:
     return "not a file"
 
 
+@dataclass(frozen=True)
+class _FolderTree:
+    """An ImageFolder root on the file system."""
+
+    top: Path
+
+    def classes(self) -> list[str]:
+        """The class folder names, sorted, or one line saying what the root should be."""
+        return _class_folders(self.top)
+
+    def entries(self, name: str) -> list[tuple[str, bool]]:
+        """Class ``name``'s files in ``os.walk`` order, each with whether it is regular."""
+        return [(e.path, e.is_file()) for e in _walk(self.top / name)]
+
+
+@dataclass(frozen=True)
+class _BucketTree:
+    """An ImageFolder root in object storage: ``s3://bucket/prefix/<class>/**/<image>``,
+    listed once (paginated), in the order ``os.walk`` gives for a local copy."""
+
+    top: str
+    folders: dict[str, list[tuple[str, str]]]  # class -> (folder, name) of each object
+
+    def classes(self) -> list[str]:
+        """The class folder names, sorted, or one line saying what the root should be."""
+        if not self.folders:
+            raise DataError(
+                f"data root {self.top} has no class folders (no objects under the prefix); "
+                f"expected {self.top}/<class>/<image>.jpg: check data.root"
+            )
+        return sorted(self.folders)
+
+    def entries(self, name: str) -> list[tuple[str, bool]]:
+        """Class ``name``'s objects sorted as ``os.walk`` lists a local copy: by folder,
+        then by name; every object is a regular file."""
+        return [(f"{folder}/{base}", True) for folder, base in sorted(self.folders[name])]
+
+
+def _bucket_tree(top: str) -> _BucketTree:
+    from dali_pipes.data.s3 import list_keys, split_url
+
+    prefix = split_url(top)[1]
+    start = len(prefix) + 1 if prefix else 0
+    folders: dict[str, list[tuple[str, str]]] = {}
+    for key in list_keys(top):
+        parts = key[start:].split("/")
+        if len(parts) < 2 or not parts[0]:
+            continue  # an object beside the class folders: ImageFolder ignores files there
+        objects = folders.setdefault(parts[0], [])
+        if parts[-1]:  # not a folder marker ("class/")
+            objects.append((join(top, *parts[:-1]), parts[-1]))
+    return _BucketTree(top, folders)
+
+
 def _class_folders(top: Path) -> list[str]:
     """The class folder names of an ImageFolder root, sorted (class ``i`` is the i-th), or
     a one-line error saying what the root should look like."""
@@ -283,6 +341,11 @@ def open_source(data: DataSpec, split: str) -> Source:
     if isinstance(data, ShardData):
         if not data.root:
             raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
+        if is_url(data.root):
+            raise ConfigError(
+                f"data.root={data.root}: data=shards reads a local folder only so far; "
+                "use data=folder on the bucket, or copy the shards to a local disk"
+            )
         names, labels, classes, layout = open_split(data.root, split, data.shuffle_buffer)
         return ImageSource(
             root=str(Path(data.root).expanduser()),
@@ -307,7 +370,7 @@ def open_source(data: DataSpec, split: str) -> Source:
             raise ConfigError("data.root is not set: pass data.root=/path/to/images")
         sub = data.train_dir if split == "train" else data.val_dir
         return discover_folder(
-            Path(data.root) / sub if sub else Path(data.root),
+            join(data.root, sub) if sub else data.root,
             on_error=data.on_error,
             exclude=data.exclude,
             read_timeout=data.read_timeout,

@@ -59,13 +59,15 @@ _probes: dict[int, Probe] = {}  # this worker process's DALI decoders, built onc
 def check_file(path: str, decoders: Decoders | int) -> str:
     """ "" if every decoder decodes the file to an image of its header's size, else the
     reason (``decoders`` as a number: ``max_pixels``, torchvision only)."""
-    from dali_pipes.image.decode import decode_bytes, header_size, read_file
+    from dali_pipes.data.storage import storage_for
+    from dali_pipes.image.decode import decode_bytes, header_size
+    from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
     if isinstance(decoders, int):
         decoders = Decoders(decoders)
     torch.set_num_threads(1)
     try:
-        blob = read_file(path)
+        [blob] = storage_for(path).read_many([path], DEFAULT_READ_TIMEOUT)  # a file or an object
         image = decode_bytes(blob, path, decoders.max_pixels)
         height, width = header_size(blob, path)
     except DataError as exc:

@@ -1,0 +1,258 @@
+"""``data.root=s3://bucket/prefix``: against a real S3 server (moto's, a separate process on
+127.0.0.1), the loaders give exactly the local copy's batches, resume mid-epoch, ride out
+the server going away and coming back, treat a deleted object as a bad file and name a
+wrong bucket or key in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import BUNDLED_PHOTOS
+from helpers.s3server import Relay, S3Server
+
+from dali_pipes import build_loader, compose_config
+from dali_pipes.data.manifest import read_manifest
+from dali_pipes.data.s3 import forget_clients
+from dali_pipes.data.sources import discover_folder, open_source
+from dali_pipes.data.specs import FolderData
+from dali_pipes.errors import DataError
+from dali_pipes.tools.scan import run_scan
+
+BACKENDS = ["torch", "dali-cpu"]
+BUCKET = "datasets"
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    """This process pointed at the session's server by the standard AWS variables."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    forget_clients()
+    yield s3_server
+    forget_clients()
+
+
+def upload(server: S3Server, prefix: str) -> str:
+    """The shipped photos (3 class folders, one with a subfolder) under ``prefix``."""
+    server.upload(Path(BUNDLED_PHOTOS), BUCKET, prefix)
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def make(kind: str, root: str | Path, *extra: str, rank: int = 1, world_size: int = 2) -> Any:
+    """A training loader over ``root``: rank 1 of 2, batches of 3 (sharding and padding)."""
+    backend = kind.partition("-")[0]
+    overrides = [
+        "data=folder",
+        f"data.root={root}",
+        "data.batch_size=3",
+        "seed=7",
+        f"backend={backend}",
+        "backend.device=cpu",
+        "augment=imagenet",
+        "augment.train.crop.size=64",
+        *(["backend.num_workers=1"] if backend == "torch" else []),
+        *extra,
+    ]
+    return build_loader(compose_config(overrides), "train", rank=rank, world_size=world_size)
+
+
+def batches(loader: Any, k: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The next ``k`` batches of a fresh ``iter`` (None: the rest of the epoch)."""
+    out = []
+    for images, labels in loader:
+        out.append((images.clone(), labels.clone()))
+        if k is not None and len(out) == k:
+            break
+    return out
+
+
+def assert_same(a: list[Any], b: list[Any]) -> None:
+    assert len(a) == len(b)
+    for (xa, la), (xb, lb) in zip(a, b, strict=True):
+        assert torch.equal(xa, xb) and torch.equal(la, lb)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_bucket_gives_exactly_the_local_copys_batches_for_two_epochs(
+    kind: str, s3: S3Server
+) -> None:
+    url = upload(s3, f"same-{kind}")
+    with make(kind, BUNDLED_PHOTOS) as local, make(kind, url) as remote:
+        assert remote.classes == local.classes
+        for epoch in (0, 1):
+            local.set_epoch(epoch)
+            remote.set_epoch(epoch)
+            assert_same(batches(remote), batches(local))
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_run_resumed_mid_epoch_from_a_bucket_continues_the_local_epoch_exactly(
+    kind: str, s3: S3Server
+) -> None:
+    url = upload(s3, f"resume-{kind}")
+    with make(kind, BUNDLED_PHOTOS) as local:
+        whole = batches(local)
+    with make(kind, url) as first:
+        batches(first, 1)
+        state = first.state_dict()
+    with make(kind, url) as resumed:
+        resumed.load_state_dict(state)
+        assert_same(batches(resumed), whole[1:])
+
+
+def test_imagenet_layout_reads_train_and_val_under_the_prefix(s3: S3Server) -> None:
+    s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "imagenet/train")
+    s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "imagenet/val")
+    cfg = compose_config(["data=imagenet", f"data.root=s3://{BUCKET}/imagenet", "backend=torch"])
+    for split in ("train", "val"):
+        with build_loader(cfg, split) as loader:
+            assert len(loader) == 1 and sum(len(y) for _, y in loader) == 13
+        files = open_source(
+            FolderData(root=f"s3://{BUCKET}/imagenet/", train_dir="train", val_dir="val"), split
+        ).files  # type: ignore[union-attr]
+        assert len(files) == 13 and all(
+            f.startswith(f"s3://{BUCKET}/imagenet/{split}/") for f in files
+        )
+
+
+def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server, behind a relay on a port of its own, goes away after the first batch
+    (open connections reset, new ones refused) and comes back a second later: the epoch
+    ends with the same batches as from local disk; the reads in between were retried."""
+    url = upload(s3, "restart")
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        with make("torch", BUNDLED_PHOTOS, "backend.num_workers=0") as local:
+            whole = batches(local)
+        with make("torch", url, "backend.num_workers=0") as remote:
+            it = iter(remote)
+            got = [next(it)]
+            relay.stop()
+            threading.Timer(1.0, relay.start).start()
+            down = time.monotonic()
+            got += list(it)  # the next batch's reads meet a closed port and retry
+            assert time.monotonic() - down >= 1.0  # they waited for the server
+            assert remote.skipped == 0
+        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
+    finally:
+        relay.stop()
+
+
+def test_throttling_replies_are_retried_and_past_the_bound_are_one_line(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``503 SlowDown`` on the next connections: a few are retried away and the bytes are
+    the local files'; more than ``AWS_MAX_ATTEMPTS`` stop the read with one line."""
+    url = upload(s3, "throttled")
+    local = discover_folder(BUNDLED_PHOTOS)
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        remote = discover_folder(url)
+        relay.throttle = 6
+        got = remote.read(list(range(len(remote))))
+        assert relay.throttle == 0
+        for a, b in zip(got, local.read(list(range(13))), strict=True):
+            assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+            assert np.array_equal(a, b)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+        forget_clients()
+        relay.throttle = 1000
+        with pytest.raises(DataError) as info:
+            remote.read([0])
+        line = str(info.value)
+        assert remote.files[0] in line and "SlowDown" in line and "\n" not in line
+    finally:
+        relay.stop()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_an_object_deleted_mid_epoch_is_a_bad_file_under_on_error(kind: str, s3: S3Server) -> None:
+    url = upload(s3, f"deleted-{kind}")
+    files = discover_folder(url).files
+    with make(kind, url, "data.on_error=skip", rank=0, world_size=1) as loader:
+        gone = files[-1]
+        s3.client().delete_object(Bucket=BUCKET, Key=gone[len(f"s3://{BUCKET}/") :])
+        seen = sum(len(labels) for _, labels in batches(loader))
+        assert seen == len(files) - 1 and loader.skipped == 1
+        assert gone in loader.bad_files and "gone" in loader.bad_files[gone]
+    with make(kind, url, rank=0, world_size=1) as loader:  # on_error=raise: the run stops
+        gone = files[0]
+        s3.client().delete_object(Bucket=BUCKET, Key=gone[len(f"s3://{BUCKET}/") :])
+        with pytest.raises(DataError, match=f"{gone}: the object is gone"):
+            batches(loader)
+
+
+def test_a_wrong_bucket_is_one_line_naming_the_url(s3: S3Server) -> None:
+    with pytest.raises(DataError) as info:
+        make("torch", "s3://no-such-bucket/photos")
+    assert "s3://no-such-bucket/photos" in str(info.value) and "does not exist" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_missing_prefix_is_one_line_naming_the_url(s3: S3Server) -> None:
+    upload(s3, "present")
+    with pytest.raises(DataError, match=f"s3://{BUCKET}/absent has no class folders"):
+        make("torch", f"s3://{BUCKET}/absent")
+
+
+def test_a_wrong_key_is_one_line_naming_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that checks credentials (moto with its IAM on): an unknown key is refused."""
+    server = S3Server(auth=True).start()
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        forget_clients()
+        with pytest.raises(DataError) as info:
+            make("torch", f"s3://{BUCKET}/photos")
+        line = str(info.value)
+        assert f"s3://{BUCKET}/photos" in line and "AWS_ACCESS_KEY_ID" in line and "\n" not in line
+    finally:
+        server.stop()
+        forget_clients()
+
+
+def test_scan_of_a_bucket_lists_its_bad_objects_by_url_for_data_exclude(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    url = upload(s3, "scanned")
+    bad = f"{url}/crabs/broken.jpg"
+    s3.client().put_object(Bucket=BUCKET, Key="scanned/crabs/broken.jpg", Body=b"not a jpeg")
+    out = tmp_path / "bad.csv"
+    cfg = compose_config(
+        ["data=folder", f"data.root={url}", f"scan.out={out}", "scan.splits=[train]"],
+        config_name="scan",
+    )
+    report = run_scan(cfg)
+    assert report["files"] == 14 and list(read_manifest(out)) == [bad]
+    kept = discover_folder(url, exclude=str(out))
+    assert len(kept) == 13 and bad not in kept.files
+
+
+def test_a_bucket_is_listed_once_per_job_and_sent_to_the_other_ranks(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    url = upload(s3, "ranks")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    probe = Path(__file__).resolve().parents[1] / "probes" / "listing_probe.py"
+    done = subprocess.run(
+        [*cmd, str(probe), url, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert files[0] == files[1] == list(discover_folder(url).files)
