@@ -9,41 +9,22 @@ extra). Usage::
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from local_s3 import local_s3
+
 BUCKET = "clients"
 
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/photos")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = Path(sys.executable).with_name("moto_server")
-    srv = subprocess.Popen(
-        [str(exe), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    ep = f"http://127.0.0.1:{port}"
-    os.environ.update(
-        AWS_ENDPOINT_URL=ep,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-    )
-    try:
-        run(root, ep, port)
-    finally:
-        srv.terminate()
-        srv.wait()
+    with local_s3("test") as ep:
+        run(root, ep, int(ep.rsplit(":", 1)[1]))
 
 
 def run(root: Path, ep: str, port: int) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
-from s3_vs_disk import start_server
+from local_s3 import local_s3
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.s3 import list_keys
@@ -35,14 +35,7 @@ def main() -> None:
     ap.add_argument("--photo", type=Path, default=PHOTO)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/s3-first-batch.json"))
     args = ap.parse_args()
-    proc, endpoint = start_server()
-    try:
-        os.environ.update(
-            AWS_ENDPOINT_URL=endpoint,
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench",
-            AWS_DEFAULT_REGION="us-east-1",
-        )
+    with local_s3():
         client = boto3.client(
             "s3", config=Config(s3={"addressing_style": "path"}, max_pool_connections=16)
         )
@@ -81,9 +74,6 @@ def main() -> None:
                 first = time.perf_counter() - start
             rows[backend] = {"construction_s": round(built, 1), "first_batch_s": round(first, 1)}
             print(backend, rows[backend], flush=True)
-    finally:
-        proc.terminate()
-        proc.wait()
     record = {
         "objects": keys,
         "classes": args.classes,

@@ -13,36 +13,15 @@ from __future__ import annotations
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import boto3
 from botocore.config import Config
+from local_s3 import local_s3
 
 from dali_pipes import build_loader, compose_config
-
-
-def start_server() -> tuple[subprocess.Popen[bytes], str]:
-    """moto's standalone server on a free port of 127.0.0.1, answering."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen(
-        [str(exe), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def epoch_rate(kind: str, root: str, epochs: int = 2) -> float:
@@ -69,14 +48,7 @@ def epoch_rate(kind: str, root: str, epochs: int = 2) -> float:
 def main() -> None:
     photos = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/photos")
     out = Path(sys.argv[2] if len(sys.argv) > 2 else "benchmarks/s3-vs-disk.json")
-    proc, endpoint = start_server()
-    try:
-        os.environ.update(
-            AWS_ENDPOINT_URL=endpoint,
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench",
-            AWS_DEFAULT_REGION="us-east-1",
-        )
+    with local_s3():
         client = boto3.client("s3", config=Config(s3={"addressing_style": "path"}))
         client.create_bucket(Bucket="bench")
         files = sorted(p for p in photos.rglob("*") if p.is_file())
@@ -91,9 +63,6 @@ def main() -> None:
             for where, root in (("disk", str(photos)), ("s3", "s3://bench/photos")):
                 rows[f"{kind} {where}"] = round(epoch_rate(kind, root), 1)
                 print(f"{kind:9s} {where:5s} {rows[f'{kind} {where}']:8.1f} images/s", flush=True)
-    finally:
-        proc.terminate()
-        proc.wait()
     record = {
         "images_per_s": rows,
         "files": len(files),
