@@ -9,7 +9,6 @@ extra). Usage::
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -24,19 +23,13 @@ BUCKET = "clients"
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/photos")
     with local_s3("test") as ep:
-        run(root, ep, int(ep.rsplit(":", 1)[1]))
+        run(root, ep)
 
 
-def run(root: Path, ep: str, port: int) -> None:
+def run(root: Path, ep: str) -> None:
     import boto3
     from botocore.config import Config
 
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
     c = boto3.client("s3", config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
     c.create_bucket(Bucket=BUCKET)
     files = sorted(p for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))

@@ -9,15 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from conftest import CORNER
-from helpers.identity import IDENTITY_CLASSES, colour_id
+from helpers.identity import IDENTITY_CLASSES, ids
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.substitutes import substitute
 
 N = sum(IDENTITY_CLASSES.values())
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 #: Corner files every decoder here rejects: a read/header failure, and one only a decoder
 #: finds (DALI's blame search on the DALI backend).
 BAD = [
@@ -46,13 +44,6 @@ def cfg_for(root: Path, backend: str, *extra: str) -> Any:
             *extra,
         ]
     )
-
-
-def ids(images: torch.Tensor) -> list[int]:
-    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
-    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
-    rgb = (images.float().cpu() * std + mean).mean(dim=(2, 3)).numpy()
-    return [colour_id(c) for c in rgb]
 
 
 @pytest.fixture
