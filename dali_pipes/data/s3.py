@@ -16,15 +16,19 @@ bad file (``data.on_error``).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
+from dali_pipes.data.files import WriteError
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import Blob
 from dali_pipes.image.reads import read_all
@@ -35,6 +39,8 @@ S3_SCHEME = "s3://"
 READ_THREADS = 16
 #: Attempts of a request (first try included) unless ``AWS_MAX_ATTEMPTS`` says otherwise.
 DEFAULT_ATTEMPTS = 10
+#: The largest object one PUT may write (S3's limit; bigger ones need a multipart upload).
+MAX_PUT = 5 * 2**30
 _MISSING = ("NoSuchKey", "404", "NotFound")
 _THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
@@ -130,44 +136,69 @@ def failure(url: str, exc: Exception) -> DataError:
     )
 
 
-def list_keys(url: str) -> list[str]:
-    """Every object key under ``url`` (paginated, in the server's key order), or one line
-    saying why the bucket cannot be listed."""
+def list_objects(url: str, *, recursive: bool = True) -> list[dict[str, Any]]:
+    """Every object under ``url`` (``Key``, ``Size``, ``ETag``; paginated, in the server's
+    key order; only those directly under it unless ``recursive``), or one line saying why
+    the bucket cannot be listed."""
     bucket, prefix = split_url(url)
-    keys: list[str] = []
+    found: list[dict[str, Any]] = []
     try:
         pages = (
             client()
             .get_paginator("list_objects_v2")
-            .paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else "")
+            .paginate(
+                Bucket=bucket,
+                Prefix=f"{prefix}/" if prefix else "",
+                **({} if recursive else {"Delimiter": "/"}),
+            )
         )
         for page in pages:
-            keys.extend(item["Key"] for item in page.get("Contents", ()))
+            found.extend(page.get("Contents", ()))
     except DataError:
         raise
     except Exception as exc:
         raise failure(url, exc) from None
-    return keys
+    return found
+
+
+def list_keys(url: str) -> list[str]:
+    """Every object key under ``url`` (:func:`list_objects`)."""
+    return [item["Key"] for item in list_objects(url)]
 
 
 @dataclass(frozen=True)
 class S3Storage:
-    """Objects in S3-compatible storage, named ``s3://bucket/key``; a batch's objects are
-    fetched concurrently, each within the read deadline."""
+    """Objects in S3-compatible storage, named ``s3://bucket/key``; a batch's objects (or
+    byte ranges of shards) are fetched concurrently, each within the read deadline."""
+
+    @property
+    def merge_gap(self) -> int:
+        """1 MiB: a request's latency costs about as long as reading that far on."""
+        return 2**20
 
     def read(self, url: str) -> Blob:
         """One object's bytes; an object that is gone is a bad file, other failures raise."""
+        blob = self._get(url, None)
+        return blob if isinstance(blob, DataError) else np.frombuffer(blob, dtype=np.uint8)
+
+    def _get(self, url: str, span: tuple[int, int] | None) -> bytes | DataError:
+        """The object's bytes (or ``span``: first byte and length of them)."""
         from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
 
         bucket, key = split_url(url)
+        extra = {} if span is None else {"Range": f"bytes={span[0]}-{span[0] + span[1] - 1}"}
         for attempt in range(3):  # the body can break after the request succeeded
             try:
-                body = client().get_object(Bucket=bucket, Key=key)["Body"]
-                return np.frombuffer(body.read(), dtype=np.uint8)
+                data: bytes = client().get_object(Bucket=bucket, Key=key, **extra)["Body"].read()
+                if span is not None and len(data) != span[1]:
+                    return DataError(f"{url}: shard is truncated; re-pack it")
+                return data
             except ClientError as exc:
                 code = str(exc.response.get("Error", {}).get("Code", ""))
                 if code in _MISSING:
                     return DataError(f"{url}: the object is gone ({code}); restore it or remove it")
+                if code == "InvalidRange":
+                    return DataError(f"{url}: shard is truncated; re-pack it")
                 raise failure(url, exc) from None
             except (IncompleteReadError, ResponseStreamingError) as exc:
                 if attempt == 2:
@@ -180,6 +211,80 @@ class S3Storage:
         """The objects' bytes, fetched on this process's thread pool, each within ``timeout``."""
         futures = [_pool().submit(read_all, self.read, [p], timeout) for p in paths]
         return [f.result()[0] for f in futures]
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | DataError]:
+        """Ranged GETs, concurrently on this process's thread pool."""
+        futures = [_pool().submit(self._get, url, (start, n)) for url, start, n in ranges]
+        return [f.result() for f in futures]
+
+    def stat(self, paths: Sequence[str]) -> list[tuple[int, str] | None]:
+        """Size and ETag of each object from one listing per folder they are in."""
+        folders: dict[str, dict[str, tuple[int, str]]] = {}
+        out: list[tuple[int, str] | None] = []
+        for url in paths:
+            folder, _, name = url.rpartition("/")
+            if folder not in folders:
+                start = len(split_url(folder)[1]) + 1
+                folders[folder] = {
+                    o["Key"][start:]: (int(o["Size"]), str(o.get("ETag", "")).strip('"'))
+                    for o in list_objects(folder, recursive=False)
+                }
+            out.append(folders[folder].get(name))
+        return out
+
+    def listing(self, root: str) -> list[str]:
+        """Every object key under ``root``, relative to it."""
+        start = len(split_url(root)[1])
+        return [k[start + 1 :] if start else k for k in list_keys(root)]
+
+    def write(
+        self, url: str, fill: Callable[[BinaryIO], object], *, needed: int, hint: str
+    ) -> None:
+        """Spool ``fill``'s bytes to a local temporary file, then PUT them in one request
+        with their MD5 (the server refuses a body that arrived damaged): an object appears
+        whole or not at all, so an interrupted writer leaves nothing a reader takes."""
+        bucket, key = split_url(url)
+        try:
+            with tempfile.TemporaryFile() as spool:
+                fill(cast(BinaryIO, spool))
+                spool.flush()
+                size = spool.tell()
+                if size > MAX_PUT:
+                    raise WriteError(
+                        f"cannot write {url}: {size} bytes is over S3's {MAX_PUT} for one "
+                        "PUT; write smaller files (pack.shard_size_mb)"
+                    )
+                spool.seek(0)
+                md5 = hashlib.md5(usedforsecurity=False)
+                while block := spool.read(1 << 20):
+                    md5.update(block)
+                spool.seek(0)
+                digest = base64.b64encode(md5.digest()).decode()
+                client().put_object(Bucket=bucket, Key=key, Body=spool, ContentMD5=digest)
+        except (DataError, WriteError):
+            raise
+        except OSError as exc:
+            raise WriteError(
+                f"cannot write {url}: the local spool file failed ({exc.strerror or exc}; "
+                f"about {needed} bytes needed in {tempfile.gettempdir()}); {hint}"
+            ) from None
+        except Exception as exc:
+            raise WriteError(f"{failure(url, exc)}; {hint}") from None
+
+    def remove_all(self, root: str) -> None:
+        """Delete every object under ``root``, a thousand per request."""
+        bucket, _ = split_url(root)
+        keys = list_keys(root)
+        try:
+            for first in range(0, len(keys), 1000):
+                chunk = [{"Key": k} for k in keys[first : first + 1000]]
+                client().delete_objects(Bucket=bucket, Delete={"Objects": chunk, "Quiet": True})
+        except Exception as exc:
+            raise failure(root, exc) from None
+
+    def remove_stale(self, directory: str) -> list[str]:
+        """Nothing: a PUT that did not finish leaves no object behind."""
+        return []
 
 
 def forget_clients() -> None:

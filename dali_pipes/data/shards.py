@@ -17,9 +17,12 @@ order (``s000000042`` = file 42; :func:`sample_key`, :func:`key_identity`). Augm
 is drawn from the identity (:meth:`dali_pipes.data.sources.ImageSource.identity`), so a photo
 gets the same crop and flip from its shard as from the folder, wherever packing put it.
 
-Reading needs no tar parsing: each sample's offset and size come from the index, and
-:class:`ShardReader` fetches a batch with positioned reads (``os.pread``), merging
-neighbouring samples into one read, from one open descriptor per shard and process.
+``OUT`` is a folder or a bucket prefix (``s3://bucket/prefix``): every file is written
+whole or not at all through its :class:`~dali_pipes.data.storage.Storage` (a temporary file
+renamed into place; one PUT per object), so a reader never takes an interrupted shard as
+complete. Reading needs no tar parsing: each sample's offset and size come from the index,
+and :class:`ShardReader` fetches a batch with positioned reads of a file (``os.pread``) or
+ranged GETs of an object, merging neighbouring samples into one read.
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ from typing import Any, BinaryIO, cast
 
 import numpy as np
 
-from dali_pipes.data.files import write_atomic, write_text
-from dali_pipes.errors import DataError, unreadable
+from dali_pipes.data.storage import Storage, is_url, join, storage_for
+from dali_pipes.errors import DataError
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 FORMAT = "dali_pipes.shards/1"  # written into every pack: never renamed with the module
 MANIFEST = "dataset.json"
+#: The plan of a pack (its fingerprint), written first: what a rerun resumes.
+PLAN = ".pack-plan.json"
 IMAGE_EXTS = ("jpg", "png", "webp")
 INDEX_VERSION = "v1.2"
 #: What to do when a shard cannot be written.
@@ -101,22 +107,27 @@ class ShardSample:
     source: str
 
 
-def write_shard(directory: Path, number: int, samples: Sequence[ShardSample]) -> int:
-    """Write one shard (tar, DALI index, sidecar), each file atomically; return tar bytes.
+def write_shard(
+    storage: Storage, directory: str, number: int, samples: Sequence[ShardSample]
+) -> int:
+    """Write one shard (tar, DALI index, sidecar), each file whole or not at all; return
+    the tar's bytes.
 
-    The sidecar goes last and records the tar's size and SHA-256: a shard whose sidecar
-    exists and matches its tar is complete (:func:`shard_complete`). A failed write (a full
-    disk, a read-only folder) leaves no partial file behind and is one line.
+    The sidecar goes last and records the tar's size, SHA-256 and MD5: a shard whose
+    sidecar exists and matches its tar is complete (:func:`complete_shards`). A failed
+    write (a full disk, a read-only folder, a refused upload) leaves no partial file
+    behind and is one line.
     """
     name = shard_name(number)
-    tar_path, idx_path, meta_path = (directory / f"{name}{s}" for s in (".tar", ".idx", ".json"))
+    tar_path, idx_path, meta_path = (
+        join(directory, f"{name}{s}") for s in (".tar", ".idx", ".json")
+    )
     lines: list[str] = []
-    digest = hashlib.sha256()
-    written = 0
+    hashed = _Hashing()
 
     def fill(raw: BinaryIO) -> None:
-        nonlocal written
-        hashed = _Hashing(raw, digest)
+        hashed.reset(raw)
+        lines.clear()
         stream = cast(BinaryIO, hashed)
         with tarfile.open(fileobj=stream, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for s in samples:
@@ -127,32 +138,38 @@ def write_shard(directory: Path, number: int, samples: Sequence[ShardSample]) ->
                     f"{s.ext} {image_at} {len(s.data)} {s.key}.{s.ext} "
                     f"cls {cls_at} {len(cls)} {s.key}.cls"
                 )
-        written = hashed.size
 
     needed = sum(len(s.data) + 2048 for s in samples) + 10240
-    write_atomic(tar_path, fill, needed=needed, hint=WRITE_HINT)
-    write_text(
-        idx_path, f"{INDEX_VERSION} {len(samples)}\n" + "\n".join(lines) + "\n", hint=WRITE_HINT
-    )
+    storage.write(tar_path, fill, needed=needed, hint=WRITE_HINT)
+    index = f"{INDEX_VERSION} {len(samples)}\n" + "\n".join(lines) + "\n"
+    write_text(storage, idx_path, index)
     meta = {
         "samples": len(samples),
-        "bytes": written,
-        "sha256": digest.hexdigest(),
+        "bytes": hashed.size,
+        "sha256": hashed.sha256.hexdigest(),
+        "md5": hashed.md5.hexdigest(),
         "labels": [s.label for s in samples],
         "sources": [s.source for s in samples],
     }
-    write_text(meta_path, json.dumps(meta), hint=WRITE_HINT)
-    return written
+    write_text(storage, meta_path, json.dumps(meta))
+    return hashed.size
 
 
 class _Hashing:
     """A write-only file object that hashes and counts what goes through it."""
 
-    def __init__(self, raw: BinaryIO, digest: Any) -> None:
-        self.raw, self.digest, self.size = raw, digest, 0
+    def __init__(self) -> None:
+        self.reset(None)
+
+    def reset(self, raw: BinaryIO | None) -> None:
+        """Start over, writing to ``raw`` (a retried write fills a new file)."""
+        self.raw, self.size = raw, 0
+        self.sha256, self.md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
 
     def write(self, data: bytes) -> int:
-        self.digest.update(data)
+        assert self.raw is not None
+        self.sha256.update(data)
+        self.md5.update(data)
         self.size += len(data)
         return self.raw.write(data)
 
@@ -160,47 +177,79 @@ class _Hashing:
         return self.size
 
 
-def write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON atomically."""
-    write_text(path, json.dumps(obj, indent=1), hint=WRITE_HINT)
+def write_text(storage: Storage, path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) whole or not at all."""
+    data = text.encode()
+    storage.write(path, lambda f: f.write(data), needed=len(data), hint=WRITE_HINT)
 
 
-def shard_complete(directory: Path, number: int, *, verify: bool = False) -> bool:
-    """True when the shard's sidecar exists and its tar has the size the sidecar records;
-    with ``verify`` (``pack`` before keeping a shard), also its SHA-256: a shard corrupted
-    in place keeps its size, not its checksum. Readers check the size only: hashing every
-    shard would read the whole dataset before the first batch."""
-    name = shard_name(number)
-    meta_path, tar_path = directory / f"{name}.json", directory / f"{name}.tar"
-    if not (meta_path.exists() and tar_path.exists() and (directory / f"{name}.idx").exists()):
-        return False
+def write_json(storage: Storage, path: str, obj: Any) -> None:
+    """Write ``obj`` as JSON whole or not at all."""
+    write_text(storage, path, json.dumps(obj, indent=1))
+
+
+def read_json(storage: Storage, path: str) -> Any:
+    """A JSON file's content; None where it is missing or unreadable."""
+    [blob] = storage.read_many([path], DEFAULT_READ_TIMEOUT)
+    if isinstance(blob, DataError):
+        return None
     try:
-        meta = json.loads(meta_path.read_text())
-        if tar_path.stat().st_size != meta.get("bytes"):
+        return json.loads(blob.tobytes())
+    except ValueError:
+        return None
+
+
+def complete_shards(
+    storage: Storage, directory: str, numbers: Sequence[int], *, verify: bool = False
+) -> dict[int, dict[str, Any]]:
+    """The sidecar of each complete shard among ``numbers``: its sidecar and index exist
+    and its tar has the size the sidecar records. With ``verify`` (``pack`` before keeping
+    a shard) the tar's content is checked too: a shard corrupted in place keeps its size,
+    not its checksum (an object whose ETag is the recorded MD5 needs no reading back).
+    Readers check sizes only: hashing every shard would read the whole dataset first."""
+    names = [shard_name(n) for n in numbers]
+    paths = [join(directory, f"{n}{ext}") for n in names for ext in (".tar", ".idx", ".json")]
+    stats = storage.stat(paths)
+    present = [i for i in range(len(names)) if all(stats[3 * i : 3 * i + 3])]
+    metas = storage.read_many([paths[3 * i + 2] for i in present], DEFAULT_READ_TIMEOUT)
+    complete: dict[int, dict[str, Any]] = {}
+    for i, blob in zip(present, metas, strict=True):
+        tar = stats[3 * i]
+        try:
+            meta = json.loads(blob.tobytes()) if not isinstance(blob, DataError) else {}
+        except ValueError:
+            meta = {}
+        if tar is None or tar[0] != meta.get("bytes"):
+            continue
+        if verify and tar[1] != meta.get("md5") and not _same_content(storage, paths[3 * i], meta):
+            continue
+        complete[numbers[i]] = meta
+    return complete
+
+
+def _same_content(storage: Storage, path: str, meta: dict[str, Any]) -> bool:
+    """Whether the file's SHA-256 is the one recorded (a pack without one: assumed)."""
+    expected = meta.get("sha256")
+    if expected is None:
+        return True
+    digest, size, step = hashlib.sha256(), int(meta["bytes"]), 8 * 2**20
+    for start in range(0, size, step):
+        [block] = storage.read_ranges([(path, start, min(step, size - start))])
+        if isinstance(block, DataError):
             return False
-        expected = meta.get("sha256")
-        return not verify or expected is None or _sha256(tar_path) == expected
-    except (OSError, ValueError):
-        return False
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+        digest.update(block)
+    return digest.hexdigest() == expected
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def index_path(tar: str | os.PathLike[str]) -> Path:
+def index_path(tar: str) -> str:
     """The DALI webdataset index that goes with a shard: ``shard-N.tar`` -> ``shard-N.idx``."""
-    return Path(tar).with_suffix(".idx")
+    return (tar[: -len(".tar")] if tar.endswith(".tar") else tar) + ".idx"
 
 
-def require_index(tar: str | os.PathLike[str]) -> Path:
+def require_index(tar: str) -> str:
     """The shard's index path, or a one-line error naming it and the commands that make it.
 
     DALI's webdataset reader cannot read a shard without its index, and its own error for
@@ -208,20 +257,21 @@ def require_index(tar: str | os.PathLike[str]) -> Path:
     ``wds2idx`` tool, which writes the same file from the tar alone).
     """
     idx = index_path(tar)
-    if not idx.is_file():
-        out = Path(tar).parent.parent
+    if storage_for(idx).stat([idx])[0] is None:
+        shards, _, name = tar.rpartition("/")
         raise DataError(
             f"{idx}: shard index missing (DALI's webdataset reader cannot read "
-            f"{Path(tar).name} without it); write it with: wds2idx {tar} {idx} -- or rerun "
-            f"the python -m dali_pipes.pack command that wrote {out}"
+            f"{name} without it); write it with: wds2idx {tar} {idx} -- or rerun "
+            f"the python -m dali_pipes.pack command that wrote {shards.rpartition('/')[0]}"
         )
     return idx
 
 
-def read_index(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Image offsets, sizes and member names from a DALI webdataset index."""
+def read_index(text: str, path: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Image offsets, sizes and member names from the text of a DALI webdataset index
+    (``path`` names it in the error)."""
     try:
-        lines = path.read_text().splitlines()
+        lines = text.splitlines()
         version, count = lines[0].split()
         if version != INDEX_VERSION or int(count) != len(lines) - 1:
             raise ValueError(f"header {lines[0]!r}")
@@ -236,7 +286,7 @@ def read_index(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
                     break
             else:
                 raise ValueError(f"no image in {line!r}")
-    except (OSError, ValueError, IndexError) as exc:
+    except (ValueError, IndexError) as exc:
         raise DataError(
             f"{path}: unreadable shard index ({exc}); re-pack with python -m dali_pipes.pack"
         ) from None
@@ -258,6 +308,11 @@ class ShardLayout:
     ids: np.ndarray | None = field(default=None, repr=False)
 
     @property
+    def on_disk(self) -> bool:
+        """Whether the shards are local files (DALI's webdataset reader reads those)."""
+        return not any(is_url(t) for t in self.tars[:1])
+
+    @property
     def num_shards(self) -> int:
         """How many shards the pack has."""
         return len(self.tars)
@@ -269,50 +324,77 @@ class ShardLayout:
 
 
 def read_manifest(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """``dataset.json`` of a complete pack, or a one-line error saying what to do."""
-    top = Path(root).expanduser()
-    path = top / MANIFEST
-    if not top.is_dir():
+    """``dataset.json`` of a complete pack (a folder or a bucket prefix), or a one-line
+    error saying what to do."""
+    top = _root(root)
+    storage = storage_for(top)
+    if not is_url(top) and not Path(top).is_dir():
         raise DataError(
             f"data.root {top} does not exist; pack a folder first: "
             f"python -m dali_pipes.pack data=folder data.root=DIR out={top}"
         )
-    if not path.exists():
+    path = join(top, MANIFEST)
+    manifest_stat, plan_stat = storage.stat([path, join(top, PLAN)])
+    if manifest_stat is None and plan_stat is None and is_url(top):
+        raise DataError(
+            f"{top} holds no pack (no {MANIFEST}); check data.root, or pack a folder first: "
+            f"python -m dali_pipes.pack data=folder data.root=DIR out={top}"
+        )
+    if manifest_stat is None:
         raise DataError(
             f"{top}: incomplete pack (no {MANIFEST}; the pack was interrupted or is still "
             f"running); rerun the same python -m dali_pipes.pack command to finish it"
         )
+    [blob] = storage.read_many([path], DEFAULT_READ_TIMEOUT)
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        if isinstance(blob, DataError):
+            raise blob
+        manifest: dict[str, Any] = json.loads(blob.tobytes())
+    except (DataError, ValueError) as exc:
         raise DataError(f"{path}: unreadable ({exc}); re-pack into a new directory") from None
     if manifest.get("format") != FORMAT:
         raise DataError(f"{path}: not a {FORMAT} pack; re-pack with python -m dali_pipes.pack")
     return manifest
 
 
+def _root(root: str | os.PathLike[str]) -> str:
+    """A pack's root as its files are named: a URL as given, a path made absolute."""
+    return str(root).rstrip("/") if is_url(root) else str(Path(root).expanduser())
+
+
 def open_split(
     root: str | os.PathLike[str], split: str, shuffle_buffer: int = 0
 ) -> tuple[list[str], np.ndarray, list[str], ShardLayout]:
-    """(display names, labels, classes, layout) of one split of a complete pack."""
-    top = Path(root).expanduser()
+    """(display names, labels, classes, layout) of one split of a complete pack; the
+    sidecars and indices are read concurrently where they are objects in a bucket."""
+    top = _root(root)
+    storage = storage_for(top)
     manifest = read_manifest(top)
-    part = manifest["splits"][split]
+    entries = manifest["parts"][manifest["splits"][split]]["shards"]
+    folders = sorted({join(top, e["tar"]).rpartition("/")[0] for e in entries})
+    complete: dict[str, dict[int, dict[str, Any]]] = {}
+    for folder in folders:
+        numbers = [
+            int(e["number"]) for e in entries if join(top, e["tar"]).startswith(folder + "/")
+        ]
+        complete[folder] = complete_shards(storage, folder, numbers)
+    indices = storage.read_many([join(top, e["index"]) for e in entries], DEFAULT_READ_TIMEOUT)
     tars: list[str] = []
     names: list[str] = []
     labels: list[int] = []
     shard_ids, offsets, sizes, ids = [], [], [], []
-    for number, entry in enumerate(manifest["parts"][part]["shards"]):
-        tar = str(top / entry["tar"])
-        meta_path = top / entry["meta"]
-        if Path(tar).is_file() and meta_path.is_file():
-            require_index(tar)  # else the message below would blame the whole shard
-        if not shard_complete(meta_path.parent, int(entry["number"])):
+    for number, (entry, index) in enumerate(zip(entries, indices, strict=True)):
+        tar = join(top, entry["tar"])
+        meta = complete[tar.rpartition("/")[0]].get(int(entry["number"]))
+        if meta is None:
+            if isinstance(index, DataError) and storage.stat([tar])[0] is not None:
+                require_index(tar)  # else the message below would blame the whole shard
             raise DataError(
                 f"{tar}: shard missing or truncated; re-pack with python -m dali_pipes.pack"
             )
-        meta = json.loads(meta_path.read_text())
-        off, size, members = read_index(top / entry["index"])
+        if isinstance(index, DataError):
+            raise index
+        off, size, members = read_index(index.tobytes().decode(), join(top, entry["index"]))
         if len(members) != meta["samples"]:
             raise DataError(f"{tar}: index and sidecar disagree; re-pack it")
         tars.append(tar)
@@ -334,74 +416,43 @@ def open_split(
 
 
 class ShardReader:
-    """Reads samples out of shards by position; safe to use from threads and workers.
-
-    Descriptors are opened lazily per process (a forked DataLoader worker opens its own).
-    """
+    """Reads samples out of shards by position, through the shards' :class:`Storage`
+    (positioned reads of a file, ranged GETs of an object), merging neighbouring samples
+    into one read; safe to use from threads and DataLoader workers."""
 
     def __init__(self, layout: ShardLayout) -> None:
         self.layout = layout
-        self._fds: dict[int, int] = {}
-        self._pid = -1
+        self.storage = storage_for(layout.tars[0] if layout.tars else "")
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"layout": self.layout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["layout"])  # type: ignore[misc]
-
-    def _fd(self, shard: int) -> int:
-        if self._pid != os.getpid():  # forked: the parent's descriptors are not ours to use
-            self._fds, self._pid = {}, os.getpid()
-        fd = self._fds.get(shard)
-        if fd is None:
-            path = self.layout.tars[shard]
-            try:
-                fd = self._fds[shard] = os.open(path, os.O_RDONLY)
-            except OSError as exc:
-                raise unreadable(path, exc, "the shard") from None
-        return fd
-
-    def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
-        """The encoded bytes of each sample, in the order given."""
+    def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray | DataError]:
+        """The encoded bytes of each sample, in the order given; the error naming its
+        shard for a sample whose read failed."""
         idx = np.asarray(indices, np.int64)
-        out: list[np.ndarray] = [np.empty(0, np.uint8)] * len(idx)
-        lay = self.layout
+        out: list[np.ndarray | DataError] = [np.empty(0, np.uint8)] * len(idx)
+        lay, gap = self.layout, self.storage.merge_gap
         order = np.lexsort((lay.offset[idx], lay.shard[idx]))
-        run: list[int] = []
-
-        def flush() -> None:
+        runs: list[list[int]] = []
+        for k in order:
+            i = idx[k]
+            if runs:
+                prev = idx[runs[-1][-1]]
+                same = lay.shard[prev] == lay.shard[i]
+                if same and lay.offset[i] - (lay.offset[prev] + lay.size[prev]) <= gap:
+                    runs[-1].append(int(k))
+                    continue
+            runs.append([int(k)])
+        ranges = []
+        for run in runs:
             first, last = idx[run[0]], idx[run[-1]]
             start = int(lay.offset[first])
             end = int(lay.offset[last] + lay.size[last])
-            path = lay.tars[int(lay.shard[first])]
-            try:
-                blob = os.pread(self._fd(int(lay.shard[first])), end - start, start)
-            except OSError as exc:
-                raise unreadable(path, exc, "the shard") from None
-            if len(blob) != end - start:
-                raise DataError(f"{path}: shard is truncated; re-pack it")
-            buf = np.frombuffer(blob, np.uint8)
+            ranges.append((lay.tars[int(lay.shard[first])], start, end - start))
+        for run, (_, start, _), blob in zip(
+            runs, ranges, self.storage.read_ranges(ranges), strict=True
+        ):
+            buf = blob if isinstance(blob, DataError) else np.frombuffer(blob, np.uint8)
             for k in run:
                 i = idx[k]
                 a = int(lay.offset[i]) - start
-                out[k] = buf[a : a + int(lay.size[i])]
-
-        for k in order:
-            i = idx[k]
-            if run:
-                prev = idx[run[-1]]
-                same = lay.shard[prev] == lay.shard[i]
-                if not same or lay.offset[i] - (lay.offset[prev] + lay.size[prev]) > _MERGE_GAP:
-                    flush()
-                    run = []
-            run.append(int(k))
-        if run:
-            flush()
+                out[k] = buf if isinstance(buf, DataError) else buf[a : a + int(lay.size[i])]
         return out
-
-    def close(self) -> None:
-        """Close the open shard files."""
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds = {}

@@ -341,14 +341,9 @@ def open_source(data: DataSpec, split: str) -> Source:
     if isinstance(data, ShardData):
         if not data.root:
             raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
-        if is_url(data.root):
-            raise ConfigError(
-                f"data.root={data.root}: data=shards reads a local folder only so far; "
-                "use data=folder on the bucket, or copy the shards to a local disk"
-            )
         names, labels, classes, layout = open_split(data.root, split, data.shuffle_buffer)
         return ImageSource(
-            root=str(Path(data.root).expanduser()),
+            root=data.root if is_url(data.root) else str(Path(data.root).expanduser()),
             files=tuple(names),
             labels=labels,
             classes=tuple(classes),

@@ -1,12 +1,15 @@
 """``python -m dali_pipes.pack data=folder data.root=DIR out=SHARDS``: folders -> tar shards.
 
+``DIR`` and ``SHARDS`` are local folders or bucket prefixes (``s3://bucket/prefix``).
+
 Reading millions of small files costs a file open and a seek each; a packed dataset is a
 few hundred large files read nearly sequentially (:mod:`dali_pipes.data.shards` has the layout).
 Samples are shuffled across shards (seeded), each keeps its class index, and shards are
 cut at ``pack.shard_size_mb``.
 
-Interrupted packs: every shard is written to a temporary name and renamed, then its index,
-then its sidecar, which marks it complete; ``dataset.json`` is written last, so a reader
+Interrupted packs: every shard is written whole or not at all (a temporary file renamed
+into place, or one PUT of an object), then its index, then its sidecar, which marks it
+complete; ``dataset.json`` is written last, so a reader
 refuses a pack that did not finish. Rerunning the same command resumes: the plan (which
 sample goes to which shard) is a function of the input files and the settings, recorded
 as a fingerprint in ``.pack-plan.json``; complete shards are kept, the rest rewritten. If
@@ -19,8 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,26 +34,26 @@ from tqdm import tqdm
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import PackSpec
 from dali_pipes.config.specs import to_spec
-from dali_pipes.data.files import WriteError, remove_stale
 from dali_pipes.data.shards import (
     FORMAT,
     MANIFEST,
-    WRITE_HINT,
+    PLAN,
     ShardSample,
+    complete_shards,
     image_ext,
+    read_json,
     sample_key,
-    shard_complete,
     shard_name,
     write_json,
     write_shard,
 )
 from dali_pipes.data.sources import ImageSource, open_source
 from dali_pipes.data.specs import TOLERATE, DataSpec, ShardData
+from dali_pipes.data.storage import Stat, Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import header_size
 
 log = logging.getLogger("dali_pipes.pack")
-PLAN = ".pack-plan.json"
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,26 @@ def _parts(data: DataSpec) -> tuple[dict[str, str], list[ImageSource], list[str]
     return {"train": "train", "val": "val"}, [train, val], ["train", "val"]
 
 
-def plan_shards(source: ImageSource, shard_bytes: float, seed: int) -> list[list[int]]:
-    """Shuffle the samples (seeded) and cut them into shards of about ``shard_bytes``."""
+def source_stats(source: ImageSource) -> list[tuple[int, str]]:
+    """Size and version of each of the source's files (one listing per folder of a bucket),
+    or one line naming a file that went away since it was listed."""
+    stats: list[Stat] = storage_for(source.root).stat(source.files)
+    for path, st in zip(source.files, stats, strict=True):
+        if st is None:
+            raise DataError(f"{path}: gone since the folder was listed; rerun the pack")
+    return [st for st in stats if st is not None]
+
+
+def plan_shards(
+    source: ImageSource, shard_bytes: float, seed: int, stats: list[tuple[int, str]]
+) -> list[list[int]]:
+    """Shuffle the samples (seeded) and cut them into shards of about ``shard_bytes``
+    (``stats``: each file's size and version, :func:`source_stats`)."""
     order = np.random.default_rng(seed).permutation(len(source))
-    sizes = [os.path.getsize(source.files[i]) for i in order]
     shards: list[list[int]] = [[]]
     filled = 0.0
-    for i, size in zip(order, sizes, strict=True):
+    for i in order:
+        size = stats[i][0]
         if shards[-1] and filled + size > shard_bytes:
             shards.append([])
             filled = 0.0
@@ -92,33 +106,32 @@ def plan_shards(source: ImageSource, shard_bytes: float, seed: int) -> list[list
     return shards if shards[0] else []
 
 
-def _fingerprint(parts: list[Part], spec: PackSpec) -> str:
+def _fingerprint(parts: list[Part], stats: list[list[tuple[int, str]]], spec: PackSpec) -> str:
     digest = hashlib.sha256(json.dumps(asdict(spec) | {"overwrite": None}).encode())
-    for part in parts:
+    for part, part_stats in zip(parts, stats, strict=True):
         digest.update(part.name.encode())
         for shard in part.shards:
             for i in shard:
-                st = os.stat(part.source.files[i])
-                line = f"{part.source.files[i]}\0{part.source.labels[i]}\0{st.st_size}\0"
-                digest.update(f"{line}{st.st_mtime_ns}\n".encode())
+                size, version = part_stats[i]
+                line = f"{part.source.files[i]}\0{part.source.labels[i]}\0{size}\0"
+                digest.update(f"{line}{version}\n".encode())
             digest.update(b"--\n")
     return digest.hexdigest()
 
 
-def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
-    """Make ``out`` ready; True when resuming an earlier run of the same plan."""
-    plan_path = out / PLAN
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"out={out} is a file; choose a directory for the shards")
-    if out.is_dir() and any(out.iterdir()):
-        if not plan_path.exists():
+def _prepare_out(storage: Storage, out: str, fingerprint: str, overwrite: bool) -> bool:
+    """Make ``out`` (a folder or a bucket prefix) ready; True when resuming an earlier run
+    of the same plan."""
+    try:
+        present = storage.listing(out)
+    except DataError as exc:
+        raise ConfigError(f"out={out}: {exc}") from None
+    if present:
+        if PLAN not in present:
             raise ConfigError(
                 f"out={out} is not empty and holds no pack; choose an empty or new directory"
             )
-        try:
-            previous = json.loads(plan_path.read_text()).get("fingerprint")
-        except (OSError, ValueError):
-            previous = None
+        previous = (read_json(storage, join(out, PLAN)) or {}).get("fingerprint")
         if previous == fingerprint:
             return True
         if not overwrite:
@@ -127,13 +140,8 @@ def _prepare_out(out: Path, fingerprint: str, overwrite: bool) -> bool:
                 "or pack.overwrite=true to redo it"
             )
         log.info("pack.overwrite=true: removing the earlier pack in %s", out)
-        for entry in out.iterdir():
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WriteError(f"cannot create out={out} ({exc.strerror or exc}); {WRITE_HINT}") from None
-    write_json(plan_path, {"fingerprint": fingerprint})
+        storage.remove_all(out)
+    write_json(storage, join(out, PLAN), {"fingerprint": fingerprint})
     return False
 
 
@@ -156,18 +164,21 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
     """Pack ``cfg.data`` into tar shards with indices at ``cfg.out`` (a rerun finishes an
     interrupted pack and skips shards already complete); return the manifest."""
     spec, data, out = _settings(cfg)
+    storage = storage_for(out)
     splits, sources, names = _parts(data)
     shard_bytes = spec.shard_size_mb * 2**20
+    stats = [source_stats(source) for source in sources]
     parts = [
-        Part(name, source, plan_shards(source, shard_bytes, spec.seed + k))
+        Part(name, source, plan_shards(source, shard_bytes, spec.seed + k, stats[k]))
         for k, (name, source) in enumerate(zip(names, sources, strict=True))
     ]
-    resuming = _prepare_out(out, _fingerprint(parts, spec), spec.overwrite)
+    resuming = _prepare_out(storage, out, _fingerprint(parts, stats, spec), spec.overwrite)
     total = sum(len(s) for p in parts for s in p.shards)
     progress = _Progress()
     with tqdm(total=total, desc="pack", unit="img", disable=None) as bar:
         manifest_parts = {
-            part.name: _write_part(out, part, data, resuming, progress, bar) for part in parts
+            part.name: _write_part(storage, out, part, data, resuming, progress, bar)
+            for part in parts
         }
     manifest = {
         "format": FORMAT,
@@ -179,7 +190,7 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
         "skipped": progress.skipped,
         "settings": asdict(spec),
     }
-    write_json(out / MANIFEST, manifest)
+    write_json(storage, join(out, MANIFEST), manifest)
     shards = sum(len(p.shards) for p in parts)
     if resuming:
         log.info(
@@ -192,7 +203,7 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
     return manifest
 
 
-def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, Path]:
+def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, str]:
     """The pack and data nodes, checked, and the output directory."""
     spec = to_spec(cfg.pack, PackSpec)
     data = to_spec(cfg.data, DataSpec)
@@ -203,7 +214,8 @@ def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, Path]:
     out_value = cfg.get("out")
     if not out_value:
         raise ConfigError("out is not set: pass out=/path/to/shards")
-    return spec, data, Path(str(out_value)).expanduser()
+    out = str(out_value)
+    return spec, data, out.rstrip("/") if is_url(out) else str(Path(out).expanduser())
 
 
 @dataclass
@@ -216,29 +228,31 @@ class _Progress:
 
 
 def _write_part(
-    out: Path, part: Part, data: DataSpec, resuming: bool, progress: _Progress, bar: tqdm
+    storage: Storage,
+    out: str,
+    part: Part,
+    data: DataSpec,
+    resuming: bool,
+    progress: _Progress,
+    bar: tqdm,
 ) -> dict[str, Any]:
     """Write the part's shards (keeping the complete ones of an earlier run of the same
     plan); return its manifest entry."""
-    directory = out / part.name
-    try:
-        directory.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise WriteError(
-            f"cannot create {directory} ({exc.strerror or exc}); {WRITE_HINT}"
-        ) from None
-    for stale in remove_stale(directory):
+    directory = join(out, part.name)
+    for stale in storage.remove_stale(directory):
         log.info("removed %s, left by a pack that was killed while writing it", stale)
+    numbers = list(range(len(part.shards)))
+    kept = complete_shards(storage, directory, numbers, verify=True) if resuming else {}
     entries = []
     for number, shard in enumerate(part.shards):
-        if resuming and shard_complete(directory, number, verify=True):
+        if number in kept:
             progress.kept += 1
         else:
             samples = [_load(part.source, i, data) for i in shard]
             progress.skipped += [
                 [part.source.files[i]] for i, s in zip(shard, samples, strict=True) if not s
             ]
-            write_shard(directory, number, [s for s in samples if s is not None])
+            write_shard(storage, directory, number, [s for s in samples if s is not None])
             progress.written += 1
         bar.update(len(shard))
         name = shard_name(number)

@@ -18,8 +18,8 @@ and padding behave exactly as in the torch backend, and the two backends compute
 geometry and the same random parameters. File reads happen on a
 small thread pool a few batches ahead; each image's size is read from its header first, so
 a file that is not an image is reported by path before DALI sees it. A packed dataset
-(``data=shards``) is read by DALI's webdataset reader in the same planned order
-(:mod:`dali_pipes.backends.dali.webdataset`).
+(``data=shards``) on a local disk is read by DALI's webdataset reader in the same planned
+order (:mod:`dali_pipes.backends.dali.webdataset`); shards in a bucket come through the feed.
 
 With ``device=cpu`` the pipeline is built with ``device_id=None`` and has no GPU operator.
 When the batches are wanted on a GPU all the same (``LoaderSpec.output_device``: a model on
@@ -114,12 +114,14 @@ class DaliLoader(Loader):
 
     def _make_feed(self) -> Feed:
         """The ``external_source`` callback: reads the planned files a few batches ahead
-        (a packed dataset through DALI's webdataset reader)."""
+        (a packed dataset on a local disk through DALI's webdataset reader; shards in a
+        bucket through the source's ranged reads, whose retries, deadlines and bad-file
+        handling DALI's own S3 reader does not have)."""
         spec = self.spec
         assert isinstance(spec.source, ImageSource)
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
         stream = None
-        if spec.source.layout is not None:
+        if spec.source.layout is not None and spec.source.layout.on_disk:
             assert isinstance(self.rank_sampler, StreamSampler)
             stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.rank_sampler)
         threads = min(8, max(2, self.num_threads))
