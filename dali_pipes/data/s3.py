@@ -172,9 +172,10 @@ class S3Storage:
     byte ranges of shards) are fetched concurrently, each within the read deadline."""
 
     @property
-    def merge_gap(self) -> int:
-        """1 MiB: a request's latency costs about as long as reading that far on."""
-        return 2**20
+    def remote(self) -> bool:
+        """True: a request costs its latency whatever its size, so shards are read in
+        blocks of ``data.block_mb``."""
+        return True
 
     def read(self, url: str) -> Blob:
         """One object's bytes; an object that is gone is a bad file, other failures raise."""

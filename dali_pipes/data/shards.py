@@ -21,8 +21,8 @@ gets the same crop and flip from its shard as from the folder, wherever packing 
 whole or not at all through its :class:`~dali_pipes.data.storage.Storage` (a temporary file
 renamed into place; one PUT per object), so a reader never takes an interrupted shard as
 complete. Reading needs no tar parsing: each sample's offset and size come from the index,
-and :class:`ShardReader` fetches a batch with positioned reads of a file (``os.pread``) or
-ranged GETs of an object, merging neighbouring samples into one read.
+and :class:`~dali_pipes.data.shard_reader.ShardReader` fetches a batch with positioned
+reads of a file or ranged GETs of an object.
 """
 
 from __future__ import annotations
@@ -306,6 +306,8 @@ class ShardLayout:
     shuffle_buffer: int = 0
     #: int64 per sample: its file's index in the packed folder (None: its position)
     ids: np.ndarray | None = field(default=None, repr=False)
+    #: bytes per ranged read of a shard in a bucket (``data.block_mb``)
+    block_bytes: int = 8 * 2**20
 
     @property
     def on_disk(self) -> bool:
@@ -363,7 +365,7 @@ def _root(root: str | os.PathLike[str]) -> str:
 
 
 def open_split(
-    root: str | os.PathLike[str], split: str, shuffle_buffer: int = 0
+    root: str | os.PathLike[str], split: str, shuffle_buffer: int = 0, block_mb: float = 8.0
 ) -> tuple[list[str], np.ndarray, list[str], ShardLayout]:
     """(display names, labels, classes, layout) of one split of a complete pack; the
     sidecars and indices are read concurrently where they are objects in a bucket."""
@@ -411,48 +413,6 @@ def open_split(
         np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
         shuffle_buffer,
         np.asarray(ids, np.int64),
+        max(1, int(block_mb * 2**20)),
     )
     return names, np.asarray(labels, np.int64), list(manifest["classes"]), layout
-
-
-class ShardReader:
-    """Reads samples out of shards by position, through the shards' :class:`Storage`
-    (positioned reads of a file, ranged GETs of an object), merging neighbouring samples
-    into one read; safe to use from threads and DataLoader workers."""
-
-    def __init__(self, layout: ShardLayout) -> None:
-        self.layout = layout
-        self.storage = storage_for(layout.tars[0] if layout.tars else "")
-
-    def read(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray | DataError]:
-        """The encoded bytes of each sample, in the order given; the error naming its
-        shard for a sample whose read failed."""
-        idx = np.asarray(indices, np.int64)
-        out: list[np.ndarray | DataError] = [np.empty(0, np.uint8)] * len(idx)
-        lay, gap = self.layout, self.storage.merge_gap
-        order = np.lexsort((lay.offset[idx], lay.shard[idx]))
-        runs: list[list[int]] = []
-        for k in order:
-            i = idx[k]
-            if runs:
-                prev = idx[runs[-1][-1]]
-                same = lay.shard[prev] == lay.shard[i]
-                if same and lay.offset[i] - (lay.offset[prev] + lay.size[prev]) <= gap:
-                    runs[-1].append(int(k))
-                    continue
-            runs.append([int(k)])
-        ranges = []
-        for run in runs:
-            first, last = idx[run[0]], idx[run[-1]]
-            start = int(lay.offset[first])
-            end = int(lay.offset[last] + lay.size[last])
-            ranges.append((lay.tars[int(lay.shard[first])], start, end - start))
-        for run, (_, start, _), blob in zip(
-            runs, ranges, self.storage.read_ranges(ranges), strict=True
-        ):
-            buf = blob if isinstance(blob, DataError) else np.frombuffer(blob, np.uint8)
-            for k in run:
-                i = idx[k]
-                a = int(lay.offset[i]) - start
-                out[k] = buf if isinstance(buf, DataError) else buf[a : a + int(lay.size[i])]
-        return out

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.data.manifest import read_manifest
-from dali_pipes.data.shards import ShardLayout, ShardReader, open_split
+from dali_pipes.data.shard_reader import ShardReader
+from dali_pipes.data.shards import ShardLayout, open_split
 from dali_pipes.data.specs import (
     TOLERATE,
     DataSpec,
@@ -341,7 +342,9 @@ def open_source(data: DataSpec, split: str) -> Source:
     if isinstance(data, ShardData):
         if not data.root:
             raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
-        names, labels, classes, layout = open_split(data.root, split, data.shuffle_buffer)
+        names, labels, classes, layout = open_split(
+            data.root, split, data.shuffle_buffer, data.block_mb
+        )
         return ImageSource(
             root=data.root if is_url(data.root) else str(Path(data.root).expanduser()),
             files=tuple(names),

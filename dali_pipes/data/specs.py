@@ -84,15 +84,20 @@ class ShardData(DataSpec):
 
     ``shuffle_buffer``: each epoch visits the shards in a new order and shuffles samples
     within runs of this many consecutive ones, so reads stay within a few MB of a shard.
+    ``block_mb``: shards in a bucket are read in ranged GETs of this many MiB, each block
+    cached by the process for as long as its window needs it
+    (:mod:`~dali_pipes.data.shard_reader`).
     """
 
     name: str = "shards"
     root: str | None = None
     shuffle_buffer: int = 2048
+    block_mb: float = 8.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.shuffle_buffer >= 0, "data.shuffle_buffer", self.shuffle_buffer, ">= 0")
+        require(self.block_mb > 0, "data.block_mb", self.block_mb, "must be > 0")
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ class Storage(Protocol):
     workers get their own."""
 
     @property
-    def merge_gap(self) -> int:
-        """Neighbouring byte ranges at most this far apart are read in one request."""
+    def remote(self) -> bool:
+        """Whether each request costs a round trip, so shards are read in cached blocks
+        rather than sample by sample (:mod:`~dali_pipes.data.shard_reader`)."""
         ...
 
     def read_many(self, paths: Sequence[str], timeout: float | None) -> list[Blob]:
@@ -104,9 +105,9 @@ class LocalStorage:
     """Files on a local (or mounted) file system."""
 
     @property
-    def merge_gap(self) -> int:
-        """64 KiB: a seek costs about as much as reading that far on."""
-        return 64 * 1024
+    def remote(self) -> bool:
+        """False: a positioned read costs no more than its bytes; the page cache caches."""
+        return False
 
     def read_many(self, paths: Sequence[str], timeout: float | None) -> list[Blob]:
         """The files' bytes, read in order on one thread with the deadline."""

@@ -33,6 +33,9 @@ BACKENDS = ["torch", "dali-cpu"]
 BUCKET = "packs"
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "pack.shard_size_mb=0.1"  # the 13 photos in 12 shards
+#: Ranged GETs of 50 KiB: samples span blocks, and the cache (two windows of 4 samples)
+#: holds a fraction of the pack, so blocks are evicted and fetched again mid-epoch.
+BLOCKS = "data.block_mb=0.05"
 
 
 @pytest.fixture
@@ -84,13 +87,15 @@ def same_pack(remote: dict[str, bytes], local: dict[str, bytes]) -> None:
 
 
 def loader(kind: str, root: str | Path, *extra: str, rank: int = 1, world_size: int = 2) -> Any:
-    """A training loader over shards at ``root``: rank 1 of 2, batches of 2, a shuffle window."""
+    """A training loader over shards at ``root``: rank 1 of 2, batches of 2, a shuffle
+    window, small blocks."""
     backend = kind.partition("-")[0]
     overrides = [
         "data=shards",
         f"data.root={root}",
         "data.batch_size=2",
         "data.shuffle_buffer=4",
+        BLOCKS,
         "seed=5",
         f"backend={backend}",
         "backend.device=cpu",
@@ -134,12 +139,17 @@ def test_pack_reads_a_folder_in_a_bucket_into_a_bucket(s3: S3Server, local_pack:
     assert tars and [remote[n] for n in tars] == [local[n] for n in tars]
 
 
+@pytest.mark.parametrize("block", [BLOCKS, "data.block_mb=8"])
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_shards_in_a_bucket_give_exactly_the_local_shards_batches(
-    kind: str, s3: S3Server, local_pack: Path
+    kind: str, block: str, s3: S3Server, local_pack: Path
 ) -> None:
-    s3.upload(local_pack, BUCKET, f"read-{kind}")
-    with loader(kind, local_pack) as local, loader(kind, f"s3://{BUCKET}/read-{kind}") as remote:
+    prefix = f"read-{kind}-{block[-1]}"
+    s3.upload(local_pack, BUCKET, prefix)
+    with (
+        loader(kind, local_pack) as local,
+        loader(kind, f"s3://{BUCKET}/{prefix}", block) as remote,
+    ):
         assert remote.classes == local.classes and len(remote) == len(local)
         for epoch in (0, 1):
             local.set_epoch(epoch)
@@ -279,10 +289,12 @@ def test_a_run_on_shards_goes_on_when_the_server_stops_and_comes_back(
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
         forget_clients()
-        quiet = ("backend.num_workers=0",) if kind == "torch" else ("backend.read_ahead=0",)
-        with loader(kind, local_pack, *quiet) as local:
+        quiet = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
+        if kind != "torch":
+            quiet.append("backend.prefetch_queue_depth=1")
+        with loader(kind, local_pack, *quiet, rank=0, world_size=1) as local:
             whole = batches(local)
-        with loader(kind, url, *quiet) as remote:
+        with loader(kind, url, *quiet, rank=0, world_size=1) as remote:
             it = iter(remote)
             got = [next(it)]
             relay.stop()

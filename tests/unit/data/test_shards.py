@@ -327,12 +327,12 @@ def test_a_shard_read_that_never_returns_is_a_bad_batch_named_with_the_deadline(
 ) -> None:
     import threading
 
-    from dali_pipes.data import shards
+    from dali_pipes.data import shard_reader
     from dali_pipes.data.sources import ImageSource, open_source
     from dali_pipes.data.specs import ShardData
 
     release = threading.Event()
-    monkeypatch.setattr(shards.ShardReader, "read", lambda self, indices: release.wait(60))
+    monkeypatch.setattr(shard_reader.ShardReader, "read", lambda self, indices: release.wait(60))
     source = open_source(ShardData(name="shards", root=str(packed), read_timeout=0.3), "train")
     assert isinstance(source, ImageSource)
     try:

@@ -1,0 +1,126 @@
+"""How shards are read: by positioned reads where they are files, by cached blocks where
+each request is a round trip. The request pattern is checked on local files behind a
+storage that says it is remote and counts its requests (the S3 path itself runs against
+a real server in tests/e2e/test_object_storage_shards.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import pytest
+from helpers.shards import pack
+
+from dali_pipes.data.sampling import StreamSampler
+from dali_pipes.data.shard_reader import ShardReader
+from dali_pipes.data.shards import ShardLayout, open_split
+from dali_pipes.data.specs import SamplingSpec
+from dali_pipes.data.storage import LocalStorage, Storage
+from dali_pipes.errors import DataError
+
+
+class CountingRemote:
+    """Local files read like objects: every range is a request, counted; the files in
+    ``fail`` answer with an error."""
+
+    remote = True
+
+    def __init__(self, fail: set[str] | None = None) -> None:
+        self.requests: list[tuple[str, int, int]] = []
+        self.lock = threading.Lock()
+        self.fail = fail or set()
+
+    def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | DataError]:
+        with self.lock:
+            self.requests += list(ranges)
+        out = LocalStorage().read_ranges(ranges)
+        return [
+            DataError(f"{r[0]}: gone") if r[0] in self.fail else b
+            for r, b in zip(ranges, out, strict=True)
+        ]
+
+
+def remote_reader(layout: ShardLayout, storage: CountingRemote) -> ShardReader:
+    return ShardReader(layout, cast(Storage, storage))
+
+
+@pytest.fixture(scope="module")
+def packed(identity_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("reader") / "packed"
+    pack(identity_tree, out, "pack.shard_size_mb=0.004")
+    return out
+
+
+def layout_of(packed: Path, block_bytes: int, window: int = 4) -> ShardLayout:
+    *_, layout = open_split(packed, "train", shuffle_buffer=window, block_mb=block_bytes / 2**20)
+    return layout
+
+
+def epoch_batches(layout: ShardLayout, batch: int = 3) -> list[np.ndarray]:
+    n = len(layout.shard)
+    sampler = StreamSampler(n, SamplingSpec(seed=3, shuffle=True), layout)
+    order = sampler.indices(0)
+    return [order[i : i + batch] for i in range(0, len(order), batch)]
+
+
+def test_blocks_give_the_same_bytes_as_positioned_reads(packed: Path) -> None:
+    for block in (700, 4096, 2**20):  # samples spanning blocks, and whole shards in one
+        layout = layout_of(packed, block)
+        local, remote = ShardReader(layout), remote_reader(layout, CountingRemote())
+        for indices in epoch_batches(layout):
+            for a, b in zip(local.read(indices), remote.read(indices), strict=True):
+                assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                assert a.tobytes() == b.tobytes()
+
+
+def test_each_block_is_fetched_once_per_epoch_when_the_cache_holds_two_windows(
+    packed: Path,
+) -> None:
+    layout = layout_of(packed, 4096, window=16)  # a window's batches share blocks
+    storage = CountingRemote()
+    reader = remote_reader(layout, storage)
+    for indices in epoch_batches(layout):
+        reader.read(indices)
+    blocks = [(path, start) for path, start, _ in storage.requests]
+    assert len(blocks) == len(set(blocks))  # never the same block twice
+    covered = sum(length for *_, length in storage.requests)
+    assert covered <= int(max(layout.offset + layout.size)) * layout.num_shards  # sanity
+    per_sample = len(storage.requests) / len(layout.shard)
+    assert per_sample < 1  # fewer requests than samples: what the blocks are for
+
+
+def test_threads_asking_for_the_same_blocks_share_one_request_each(packed: Path) -> None:
+    layout = layout_of(packed, 4096)
+    storage = CountingRemote()
+    reader = remote_reader(layout, storage)
+    indices = epoch_batches(layout, batch=8)[0]
+    results: list[list[np.ndarray | DataError]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(reader.read(indices))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    blocks = [(path, start) for path, start, _ in storage.requests]
+    assert len(blocks) == len(set(blocks)) > 0
+    assert all(
+        all(a.tobytes() == b.tobytes() for a, b in zip(r, results[0], strict=True))  # type: ignore[union-attr]
+        for r in results
+    )
+
+
+def test_a_failed_block_is_a_bad_sample_and_is_asked_for_again_later(packed: Path) -> None:
+    layout = layout_of(packed, 4096)
+    gone = layout.tars[int(layout.shard[0])]
+    storage = CountingRemote(fail={gone})
+    reader = remote_reader(layout, storage)
+    first = reader.read([0])
+    assert isinstance(first[0], DataError) and gone in str(first[0])
+    storage.fail.clear()
+    again = reader.read([0])
+    assert isinstance(again[0], np.ndarray)
+    assert len(storage.requests) == 2  # the failure was not cached
