@@ -45,6 +45,7 @@ class ShardReader:
         self.storage: Storage = storage or storage_for(layout.tars[0] if layout.tars else "")
         self._blocks: _BlockCache | None = None
         self._pid = -1
+        self._ends: np.ndarray | None = None  # where each shard's last sample ends
 
     def __getstate__(self) -> dict[str, Any]:
         return {"layout": self.layout, "storage": self.storage}
@@ -124,8 +125,11 @@ class ShardReader:
         """The blocks' bytes, one ranged GET each, concurrently; a shard's last block ends
         where its last sample does."""
         lay, size = self.layout, self.layout.block_bytes
-        ends = np.zeros(lay.num_shards, np.int64)
-        np.maximum.at(ends, lay.shard, lay.offset + lay.size)
+        if self._ends is None:
+            last = np.flatnonzero(np.diff(lay.shard, append=lay.num_shards))  # ascending
+            self._ends = np.zeros(lay.num_shards, np.int64)
+            self._ends[lay.shard[last]] = (lay.offset + lay.size)[last]
+        ends = self._ends
         ranges = [(lay.tars[s], b * size, int(min(size, ends[s] - b * size))) for s, b in blocks]
         return self.storage.read_ranges(ranges)
 
