@@ -7,6 +7,9 @@ into a config or a log. With an endpoint set (a local MinIO), requests use path-
 addressing, as every S3 tool does for such servers. boto3 was chosen by measurement
 (benchmarks/RESULTS.md, "S3 clients").
 
+Writes (``pack out=s3://...``) are one PUT per object with its MD5, so an object appears
+whole or not at all. Shards are read in ranged GETs (:mod:`dali_pipes.data.shard_reader`).
+
 Faults: a connection reset, a 5xx, a throttling reply or a timeout is retried by botocore's
 ``standard`` retry mode with exponential backoff (``AWS_MAX_ATTEMPTS`` attempts, 10 unless
 set), and each read also keeps ``data.read_timeout``; a missing bucket, bad credentials or
@@ -225,7 +228,8 @@ class S3Storage:
         for url in paths:
             folder, _, name = url.rpartition("/")
             if folder not in folders:
-                start = len(split_url(folder)[1]) + 1
+                prefix = split_url(folder)[1]
+                start = len(prefix) + 1 if prefix else 0
                 folders[folder] = {
                     o["Key"][start:]: (int(o["Size"]), str(o.get("ETag", "")).strip('"'))
                     for o in list_objects(folder, recursive=False)

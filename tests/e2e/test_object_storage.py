@@ -110,6 +110,25 @@ def test_a_run_resumed_mid_epoch_from_a_bucket_continues_the_local_epoch_exactly
         assert_same(batches(resumed), whole[1:])
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_an_epoch_from_a_bucket_saved_on_2_ranks_finishes_on_3_as_from_local_disk(
+    kind: str, s3: S3Server
+) -> None:
+    """Elastic resume: the state two ranks saved after a batch, loaded by each of three
+    ranks, gives from the bucket exactly the batches it gives from the local copy."""
+    url = upload(s3, f"elastic-{kind}")
+    with make(kind, url, rank=0, world_size=2) as first:
+        batches(first, 1)
+        state = first.state_dict()
+    for rank in range(3):
+        with make(kind, BUNDLED_PHOTOS, rank=rank, world_size=3) as local:
+            local.load_state_dict(state)
+            expected = batches(local)
+        with make(kind, url, rank=rank, world_size=3) as remote:
+            remote.load_state_dict(state)
+            assert_same(batches(remote), expected)
+
+
 def test_imagenet_layout_reads_train_and_val_under_the_prefix(s3: S3Server) -> None:
     s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "imagenet/train")
     s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "imagenet/val")

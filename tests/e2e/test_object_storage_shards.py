@@ -320,3 +320,27 @@ def test_pack_into_a_prefix_holding_other_objects_is_refused(s3: S3Server) -> No
     s3.client().put_object(Bucket=BUCKET, Key="busy/notes.txt", Body=b"mine")
     with pytest.raises(ConfigError, match=f"out=s3://{BUCKET}/busy is not empty"):
         pack(Path(BUNDLED_PHOTOS), f"s3://{BUCKET}/busy", SMALL)
+
+
+def test_a_wrong_key_is_one_line_for_shards_and_for_pack(
+    s3: S3Server, local_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that checks credentials (moto with its IAM on): an unknown key is refused,
+    reading shards and packing into the bucket alike."""
+    server = S3Server(auth=True).start()
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        forget_clients()
+        for attempt in (
+            lambda: loader("torch", f"s3://{BUCKET}/packed"),
+            lambda: pack(Path(BUNDLED_PHOTOS), f"s3://{BUCKET}/packed", SMALL),
+        ):
+            with pytest.raises((DataError, ConfigError)) as info:
+                attempt()
+            line = str(info.value)
+            assert f"s3://{BUCKET}/packed" in line and "AWS_ACCESS_KEY_ID" in line
+            assert "\n" not in line
+    finally:
+        server.stop()
+        forget_clients()
