@@ -98,8 +98,9 @@ def _pool() -> ThreadPoolExecutor:
         return _pools[pid]
 
 
-def failure(url: str, exc: Exception) -> DataError:
-    """The one-line error for a request on ``url`` that failed for good, saying what to do."""
+def failure(url: str, exc: Exception, needs: str = "s3:ListBucket and s3:GetObject") -> DataError:
+    """The one-line error for a request on ``url`` that failed for good, saying what to do
+    (``needs``: the permissions the request takes, for an access-denied reply)."""
     from botocore.exceptions import ClientError, NoCredentialsError
 
     where = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS"
@@ -123,8 +124,8 @@ def failure(url: str, exc: Exception) -> DataError:
             )
         if code in ("AccessDenied", "403", "AllAccessDisabled"):
             return DataError(
-                f"{url}: access denied ({code}); grant these credentials s3:ListBucket and "
-                "s3:GetObject on it, or use other credentials"
+                f"{url}: access denied ({code}); grant these credentials {needs} on it, "
+                "or use other credentials"
             )
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
         if status >= 500 or code in _THROTTLED:
@@ -237,10 +238,16 @@ class S3Storage:
             out.append(folders[folder].get(name))
         return out
 
-    def listing(self, root: str) -> list[str]:
-        """Every object key under ``root``, relative to it."""
-        start = len(split_url(root)[1])
-        return [k[start + 1 :] if start else k for k in list_keys(root)]
+    def empty(self, root: str) -> bool:
+        """Whether no object is under ``root`` (a listing of one key)."""
+        bucket, prefix = split_url(root)
+        try:
+            page = client().list_objects_v2(
+                Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1
+            )
+        except Exception as exc:
+            raise failure(root, exc) from None
+        return not page.get("Contents")
 
     def write(
         self, url: str, fill: Callable[[BinaryIO], object], *, needed: int, hint: str
@@ -274,18 +281,29 @@ class S3Storage:
                 f"about {needed} bytes needed in {tempfile.gettempdir()}); {hint}"
             ) from None
         except Exception as exc:
-            raise WriteError(f"{failure(url, exc)}; {hint}") from None
+            raise WriteError(f"cannot write {failure(url, exc, 's3:PutObject')}") from None
 
     def remove_all(self, root: str) -> None:
-        """Delete every object under ``root``, a thousand per request."""
+        """Delete every object under ``root``, a thousand per request; one line naming an
+        object the server would not delete."""
         bucket, _ = split_url(root)
         keys = list_keys(root)
         try:
             for first in range(0, len(keys), 1000):
                 chunk = [{"Key": k} for k in keys[first : first + 1000]]
-                client().delete_objects(Bucket=bucket, Delete={"Objects": chunk, "Quiet": True})
+                done = client().delete_objects(
+                    Bucket=bucket, Delete={"Objects": chunk, "Quiet": True}
+                )
+                for error in done.get("Errors", ())[:1]:
+                    raise DataError(
+                        f"{S3_SCHEME}{bucket}/{error.get('Key')}: not deleted "
+                        f"({error.get('Code')}: {error.get('Message')}); grant these "
+                        "credentials s3:DeleteObject on it, or remove the objects yourself"
+                    )
+        except DataError:
+            raise
         except Exception as exc:
-            raise failure(root, exc) from None
+            raise failure(root, exc, "s3:ListBucket and s3:DeleteObject") from None
 
     def remove_stale(self, directory: str) -> list[str]:
         """Nothing: a PUT that did not finish leaves no object behind."""

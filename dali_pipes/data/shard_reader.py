@@ -1,13 +1,14 @@
 """Reading samples out of shards by position: positioned reads of files, blocks of objects.
 
 Where the shards are local files, a batch's samples are read with positioned reads,
-neighbours at most :data:`MERGE_GAP` apart in one read (the page cache does the rest).
+neighbours at most :data:`MERGE_GAP` apart in one read, from one descriptor per shard that
+the reader keeps open (the page cache does the rest).
 
 Where they are objects (``s3://``), one ranged GET per sample would cost as many requests
 as a folder of files, because an epoch shuffles samples within windows of
 ``data.shuffle_buffer`` consecutive ones (:class:`~dali_pipes.data.sampling.StreamSampler`)
 and a batch's samples lie all over its window. So each shard is read in aligned blocks of
-``data.block_mb`` (8 MiB: object stores serve requests of 8-16 MiB at full speed),
+``data.block_mb`` (a few MiB: requests of that size are what object stores serve fastest),
 fetched concurrently and kept in a per-process cache large enough for two windows: every
 block is fetched once per window and process, and a batch only waits for the blocks it
 still lacks. Threads asking for a block already in flight wait for that request instead
@@ -28,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.data.shards import ShardLayout
-from dali_pipes.data.storage import Storage, storage_for
-from dali_pipes.errors import DataError
+from dali_pipes.data.storage import Storage, pread, storage_for
+from dali_pipes.errors import DataError, unreadable
 
 #: Local reads: neighbouring samples at most this far apart are read in one call.
 MERGE_GAP = 64 * 1024
@@ -44,7 +45,9 @@ class ShardReader:
         self.layout = layout
         self.storage: Storage = storage or storage_for(layout.tars[0] if layout.tars else "")
         self._blocks: _BlockCache | None = None
+        self._fds: dict[int, int] = {}  # shard -> descriptor, local files
         self._pid = -1
+        self._lock = threading.Lock()
         self._ends: np.ndarray | None = None  # where each shard's last sample ends
 
     def __getstate__(self) -> dict[str, Any]:
@@ -80,22 +83,46 @@ class ShardReader:
             first, last = idx[run[0]], idx[run[-1]]
             start, end = int(lay.offset[first]), int(lay.offset[last] + lay.size[last])
             ranges.append((lay.tars[int(lay.shard[first])], start, end - start))
-        for run, (_, start, _), blob in zip(
-            runs, ranges, self.storage.read_ranges(ranges), strict=True
-        ):
+        blobs = [
+            self._pread(int(lay.shard[idx[run[0]]]), *r[1:])
+            for run, r in zip(runs, ranges, strict=True)
+        ]
+        for run, (_, start, _), blob in zip(runs, ranges, blobs, strict=True):
             for k in run:
                 i, a = idx[k], int(lay.offset[idx[k]]) - start
                 out[k] = blob if isinstance(blob, DataError) else _view(blob, a, lay.size[i])
         return out
 
+    def _process(self) -> None:
+        """Forget what a parent process opened and cached, and its lock (a thread of the
+        parent may have held it at the fork): called before taking the lock."""
+        if self._pid != os.getpid():
+            self._fds, self._blocks, self._pid = {}, None, os.getpid()
+            self._lock = threading.Lock()
+
+    def _pread(self, shard: int, start: int, length: int) -> bytes | DataError:
+        """A positioned read of a local shard, from the descriptor this reader keeps."""
+        path = self.layout.tars[shard]
+        self._process()
+        with self._lock:
+            fd = self._fds.get(shard)
+            if fd is None:
+                try:
+                    fd = self._fds[shard] = os.open(path, os.O_RDONLY)
+                except OSError as exc:
+                    return unreadable(path, exc, "the shard")
+        return pread(path, fd, start, length)
+
     def _cache(self) -> _BlockCache:
-        if self._blocks is None or self._pid != os.getpid():  # forked: start afresh
-            lay, size = self.layout, self.layout.block_bytes
-            mean = float(lay.size.mean()) if len(lay.size) else 0.0
-            window = max(lay.shuffle_buffer, 1) * mean
-            capacity = 2 * math.ceil(window / size) + 4  # two windows, and their edges
-            self._blocks, self._pid = _BlockCache(capacity), os.getpid()
-        return self._blocks
+        self._process()
+        with self._lock:
+            if self._blocks is None:
+                lay, size = self.layout, self.layout.block_bytes
+                mean = float(lay.size.mean()) if len(lay.size) else 0.0
+                window = max(lay.shuffle_buffer, 1) * mean
+                capacity = 2 * math.ceil(window / size) + 4  # two windows, and their edges
+                self._blocks = _BlockCache(capacity)
+            return self._blocks
 
     def _from_blocks(self, idx: np.ndarray) -> list[np.ndarray | DataError]:
         """Each sample cut from the cached blocks it spans (fetched where missing)."""
@@ -105,12 +132,16 @@ class ShardReader:
             {
                 (int(s), b)
                 for s, a, e in zip(lay.shard[idx], starts, ends, strict=True)
+                if e > a
                 for b in range(int(a) // size, (int(e) - 1) // size + 1)
             }
         )
         blocks = self._cache().get(wanted, self._fetch)
         out: list[np.ndarray | DataError] = []
         for s, a, e in zip(lay.shard[idx], starts, ends, strict=True):
+            if e <= a:
+                out.append(np.empty(0, np.uint8))
+                continue
             parts = [blocks[(int(s), b)] for b in range(int(a) // size, (int(e) - 1) // size + 1)]
             bad = next((p for p in parts if isinstance(p, DataError)), None)
             if bad is not None:

@@ -52,7 +52,6 @@ IMAGE_EXTS = ("jpg", "png", "webp")
 INDEX_VERSION = "v1.2"
 #: What to do when a shard cannot be written.
 WRITE_HINT = "free space or choose another out=; rerunning the same command resumes the pack"
-_MERGE_GAP = 64 * 1024  # read neighbouring samples in one call when at most this far apart
 _KEY = re.compile(r"s(\d{9,})\.[a-z]+")  # sample_key(i) + "." + its extension
 
 

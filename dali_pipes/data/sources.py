@@ -77,10 +77,10 @@ class ImageSource:
             return self._storage.read_many(paths, self.read_timeout)  # type: ignore[attr-defined]
 
         def batch(_: str) -> list[np.ndarray | DataError]:
-            try:
-                return list(reader.read(indices))
-            except DataError as exc:
-                return [exc] * len(indices)
+            # A sample or shard that cannot be read comes back as its error (a bad file);
+            # a store that fails for good (the server gone past the retries, credentials
+            # refused) raises, and the run stops with that line, as for a folder.
+            return list(reader.read(indices))
 
         # One deadline for the batch's reads (neighbouring samples are read in one call).
         [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)

@@ -12,8 +12,6 @@ through the same interface, each file whole or not at all.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +52,8 @@ class Storage(Protocol):
         """Each file's size and version, None where it does not exist."""
         ...
 
-    def listing(self, root: str) -> list[str]:
-        """Every file under ``root``, relative to it (empty where nothing is there)."""
+    def empty(self, root: str) -> bool:
+        """Whether nothing is under ``root`` (one entry is looked at, not all of them)."""
         ...
 
     def write(
@@ -73,33 +71,6 @@ class Storage(Protocol):
         ...
 
 
-_MAX_OPEN = 64  # shard descriptors a process keeps open (least recently used closed first)
-
-
-class _Descriptors:
-    """Open read-only descriptors of a process, reopened after a fork."""
-
-    def __init__(self) -> None:
-        self.pid = -1
-        self.fds: OrderedDict[str, int] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, path: str) -> int:
-        with self.lock:
-            if self.pid != os.getpid():  # forked: the parent's descriptors are not ours
-                self.fds, self.pid = OrderedDict(), os.getpid()
-            fd = self.fds.get(path)
-            if fd is None:
-                fd = self.fds[path] = os.open(path, os.O_RDONLY)
-                while len(self.fds) > _MAX_OPEN:
-                    os.close(self.fds.popitem(last=False)[1])
-            self.fds.move_to_end(path)
-            return fd
-
-
-_descriptors = _Descriptors()
-
-
 @dataclass(frozen=True)
 class LocalStorage:
     """Files on a local (or mounted) file system."""
@@ -114,16 +85,24 @@ class LocalStorage:
         return read_files(paths, timeout)
 
     def read_ranges(self, ranges: Sequence[Range]) -> list[bytes | DataError]:
-        """Positioned reads (``os.pread``) from one descriptor per file and process."""
+        """Positioned reads, each file opened for this call (a file replaced since the
+        last call is read afresh; :class:`~dali_pipes.data.shard_reader.ShardReader` keeps
+        its own descriptors for the many reads of a training run)."""
+        fds: dict[str, int | DataError] = {}
         out: list[bytes | DataError] = []
-        for path, start, length in ranges:
-            try:
-                blob = os.pread(_descriptors.get(path), length, start)
-            except OSError as exc:
-                out.append(unreadable(path, exc, "the shard"))
-                continue
-            short = len(blob) != length
-            out.append(DataError(f"{path}: shard is truncated; re-pack it") if short else blob)
+        try:
+            for path, start, length in ranges:
+                if path not in fds:
+                    try:
+                        fds[path] = os.open(path, os.O_RDONLY)
+                    except OSError as exc:
+                        fds[path] = unreadable(path, exc, "the shard")
+                fd = fds[path]
+                out.append(fd if isinstance(fd, DataError) else pread(path, fd, start, length))
+        finally:
+            for fd in fds.values():
+                if not isinstance(fd, DataError):
+                    os.close(fd)
         return out
 
     def stat(self, paths: Sequence[str]) -> list[Stat]:
@@ -132,7 +111,7 @@ class LocalStorage:
         for path in paths:
             try:
                 st = os.stat(path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 out.append(None)
                 continue
             except OSError as exc:
@@ -140,12 +119,15 @@ class LocalStorage:
             out.append((st.st_size, str(st.st_mtime_ns)))
         return out
 
-    def listing(self, root: str) -> list[str]:
-        """The files under the directory ``root``; a one-line error if it is a file."""
+    def empty(self, root: str) -> bool:
+        """Whether the directory ``root`` is missing or empty; a one-line error if it is a file."""
         top = Path(root)
         if top.exists() and not top.is_dir():
             raise DataError(f"{root} is a file; choose a directory")
-        return sorted(str(p.relative_to(top)) for p in top.rglob("*") if not p.is_dir())
+        if not top.exists():
+            return True
+        with os.scandir(top) as entries:
+            return next(entries, None) is None
 
     def write(
         self, path: str, fill: Callable[[BinaryIO], object], *, needed: int, hint: str
@@ -163,6 +145,15 @@ class LocalStorage:
     def remove_stale(self, directory: str) -> list[str]:
         """The temporary files of writers killed mid-write (:mod:`~dali_pipes.data.files`)."""
         return [str(p) for p in remove_stale(Path(directory))]
+
+
+def pread(path: str, fd: int, start: int, length: int) -> bytes | DataError:
+    """``length`` bytes of the open file ``path`` from ``start``, or the error naming it."""
+    try:
+        blob = os.pread(fd, length, start)
+    except OSError as exc:
+        return unreadable(path, exc, "the shard")
+    return DataError(f"{path}: shard is truncated; re-pack it") if len(blob) != length else blob
 
 
 def is_url(root: str | os.PathLike[str]) -> bool:

@@ -34,6 +34,7 @@ from tqdm import tqdm
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import PackSpec
 from dali_pipes.config.specs import to_spec
+from dali_pipes.data.s3 import split_url
 from dali_pipes.data.shards import (
     FORMAT,
     MANIFEST,
@@ -123,14 +124,14 @@ def _prepare_out(storage: Storage, out: str, fingerprint: str, overwrite: bool) 
     """Make ``out`` (a folder or a bucket prefix) ready; True when resuming an earlier run
     of the same plan."""
     try:
-        present = storage.listing(out)
-    except DataError as exc:
-        raise ConfigError(f"out={out}: {exc}") from None
-    if present:
-        if PLAN not in present:
+        planned = storage.stat([join(out, PLAN)])[0] is not None
+        if not planned and not storage.empty(out):
             raise ConfigError(
                 f"out={out} is not empty and holds no pack; choose an empty or new directory"
             )
+    except DataError as exc:
+        raise ConfigError(f"out={out}: {exc}") from None
+    if planned:
         previous = (read_json(storage, join(out, PLAN)) or {}).get("fingerprint")
         if previous == fingerprint:
             return True
@@ -215,7 +216,10 @@ def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, str]:
     if not out_value:
         raise ConfigError("out is not set: pass out=/path/to/shards")
     out = str(out_value)
-    return spec, data, out.rstrip("/") if is_url(out) else str(Path(out).expanduser())
+    if is_url(out):
+        split_url(out)  # a URL without a bucket is one line
+        return spec, data, out.rstrip("/")
+    return spec, data, str(Path(out).expanduser())
 
 
 @dataclass

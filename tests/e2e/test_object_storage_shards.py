@@ -33,8 +33,8 @@ BACKENDS = ["torch", "dali-cpu"]
 BUCKET = "packs"
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "pack.shard_size_mb=0.1"  # the 13 photos in 12 shards
-#: Ranged GETs of 50 KiB: samples span blocks, and the cache (two windows of 4 samples)
-#: holds a fraction of the pack, so blocks are evicted and fetched again mid-epoch.
+#: Ranged GETs of 50 KiB: every sample spans two or three blocks, and a batch's reads go
+#: on past the first (eviction is checked in tests/unit/data/test_shard_reader.py).
 BLOCKS = "data.block_mb=0.05"
 
 
@@ -344,3 +344,41 @@ def test_a_wrong_key_is_one_line_for_shards_and_for_pack(
     finally:
         server.stop()
         forget_clients()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_server_gone_for_good_stops_the_run_in_one_line_even_under_skip(
+    kind: str, s3: S3Server, local_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a bad file: when the store itself stays unreachable past the retries, skipping
+    would only mark every sample bad; the run stops with the store's line."""
+    s3.upload(local_pack, BUCKET, f"down-{kind}")
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+        forget_clients()
+        url = f"s3://{BUCKET}/down-{kind}"
+        with loader(kind, url, "data.on_error=skip", rank=0, world_size=1) as reader:
+            relay.stop()
+            with pytest.raises(DataError) as info:
+                batches(reader)
+        line = str(info.value)
+        assert f"{url}/all/shard-" in line and "no answer" in line and "\n" not in line
+    finally:
+        relay.stop()
+
+
+def test_a_pack_at_the_top_of_a_bucket_is_written_and_read(s3: S3Server, local_pack: Path) -> None:
+    s3.client().create_bucket(Bucket="top-level-pack")
+    pack(Path(BUNDLED_PHOTOS), "s3://top-level-pack", SMALL)
+    client = s3.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="top-level-pack")["Contents"]]
+    assert "dataset.json" in keys and "all/shard-000000.tar" in keys
+    with loader("torch", local_pack) as local, loader("torch", "s3://top-level-pack/") as remote:
+        assert_same(batches(remote), batches(local))
+
+
+def test_an_s3_url_without_a_bucket_is_one_line() -> None:
+    with pytest.raises(DataError, match="s3:// is not an S3 URL"):
+        pack(Path(BUNDLED_PHOTOS), "s3://", SMALL)

@@ -16,7 +16,7 @@ import torch
 
 from dali_pipes import compose_config
 from dali_pipes.config.specs import loader_spec
-from dali_pipes.runtime.distributed import init, ranks
+from dali_pipes.runtime.distributed import init, ranks, shutdown
 
 url, out = sys.argv[1], Path(sys.argv[2])
 rank = ranks().rank
@@ -26,3 +26,4 @@ if rank != 0:
 init(torch.device("cpu"))
 spec = loader_spec(compose_config(["data=folder", f"data.root={url}", "backend=torch"]), "train")
 (out / f"rank{rank}.json").write_text(json.dumps(list(spec.source.files)))  # type: ignore[union-attr]
+shutdown()  # a process group left to the interpreter's exit can abort it (gloo)

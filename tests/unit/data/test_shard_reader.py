@@ -6,6 +6,7 @@ a real server in tests/e2e/test_object_storage_shards.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
@@ -28,14 +29,16 @@ class CountingRemote:
 
     remote = True
 
-    def __init__(self, fail: set[str] | None = None) -> None:
+    def __init__(self, fail: set[str] | None = None, delay: float = 0.0) -> None:
         self.requests: list[tuple[str, int, int]] = []
         self.lock = threading.Lock()
         self.fail = fail or set()
+        self.delay = delay
 
     def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | DataError]:
         with self.lock:
             self.requests += list(ranges)
+        time.sleep(self.delay)  # a round trip: other threads ask meanwhile
         out = LocalStorage().read_ranges(ranges)
         return [
             DataError(f"{r[0]}: gone") if r[0] in self.fail else b
@@ -94,13 +97,17 @@ def test_each_block_is_fetched_once_per_epoch_when_the_cache_holds_two_windows(
 
 def test_threads_asking_for_the_same_blocks_share_one_request_each(packed: Path) -> None:
     layout = layout_of(packed, 4096)
-    storage = CountingRemote()
+    storage = CountingRemote(delay=0.3)
     reader = remote_reader(layout, storage)
     indices = epoch_batches(layout, batch=8)[0]
     results: list[list[np.ndarray | DataError]] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(reader.read(indices))) for _ in range(8)
-    ]
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        start.wait()  # all eight ask while the first request is in flight
+        results.append(reader.read(indices))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
@@ -111,6 +118,29 @@ def test_threads_asking_for_the_same_blocks_share_one_request_each(packed: Path)
         all(a.tobytes() == b.tobytes() for a, b in zip(r, results[0], strict=True))  # type: ignore[union-attr]
         for r in results
     )
+
+
+def test_the_cache_keeps_to_its_capacity_and_refetches_only_at_window_edges(
+    packed: Path,
+) -> None:
+    """A pack many times the cache: blocks of windows gone are dropped, and a block is
+    fetched again only if it straddles two windows' reads."""
+    layout = layout_of(packed, 700, window=2)
+    storage = CountingRemote()
+    reader = remote_reader(layout, storage)
+    cache = reader._cache()
+    total = sum(
+        -(-int(e) // 700)
+        for e in np.maximum.reduceat(
+            layout.offset + layout.size, np.flatnonzero(np.diff(layout.shard, prepend=-1))
+        )
+    )
+    assert cache.capacity < total / 2  # the pack does not fit
+    for indices in epoch_batches(layout, batch=2):
+        reader.read(indices)
+        assert len(cache.blocks) <= cache.capacity
+    blocks = [(path, start) for path, start, _ in storage.requests]
+    assert len(blocks) - len(set(blocks)) <= 2 * len(layout.shard) / 2  # edges only
 
 
 def test_a_failed_block_is_a_bad_sample_and_is_asked_for_again_later(packed: Path) -> None:
