@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from conftest import BUNDLED_PHOTOS
+from helpers.batches import assert_same, batches
 from helpers.s3server import Relay, S3Server
 
 from dali_pipes import build_loader, compose_config
@@ -64,22 +64,6 @@ def make(kind: str, root: str | Path, *extra: str, rank: int = 1, world_size: in
         *extra,
     ]
     return build_loader(compose_config(overrides), "train", rank=rank, world_size=world_size)
-
-
-def batches(loader: Any, k: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The next ``k`` batches of a fresh ``iter`` (None: the rest of the epoch)."""
-    out = []
-    for images, labels in loader:
-        out.append((images.clone(), labels.clone()))
-        if k is not None and len(out) == k:
-            break
-    return out
-
-
-def assert_same(a: list[Any], b: list[Any]) -> None:
-    assert len(a) == len(b)
-    for (xa, la), (xb, lb) in zip(a, b, strict=True):
-        assert torch.equal(xa, xb) and torch.equal(la, lb)
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from conftest import BUNDLED_PHOTOS
+from helpers.batches import assert_same, batches
 from helpers.s3server import Relay, S3Server
 from helpers.shards import pack
 
@@ -105,22 +105,6 @@ def loader(kind: str, root: str | Path, *extra: str, rank: int = 1, world_size: 
         *extra,
     ]
     return build_loader(compose_config(overrides), "train", rank=rank, world_size=world_size)
-
-
-def batches(it: Any, k: int | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The next ``k`` batches (None: the rest of the epoch), copied."""
-    out = []
-    for images, labels in it:
-        out.append((images.clone(), labels.clone()))
-        if k is not None and len(out) == k:
-            break
-    return out
-
-
-def assert_same(a: list[Any], b: list[Any]) -> None:
-    assert len(a) == len(b) > 0
-    for (xa, la), (xb, lb) in zip(a, b, strict=True):
-        assert torch.equal(xa, xb) and torch.equal(la, lb)
 
 
 def test_pack_into_a_bucket_writes_the_shards_it_writes_into_a_folder(
