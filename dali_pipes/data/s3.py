@@ -12,9 +12,12 @@ whole or not at all. Shards are read in ranged GETs (:mod:`dali_pipes.data.shard
 
 Faults: a connection reset, a 5xx, a throttling reply or a timeout is retried by botocore's
 ``standard`` retry mode with exponential backoff (``AWS_MAX_ATTEMPTS`` attempts, 10 unless
-set), and each read also keeps ``data.read_timeout``; a missing bucket, bad credentials or
-a refused request is one line naming the URL and what to do; an object that is gone is a
-bad file (``data.on_error``).
+set), and each read also keeps ``data.read_timeout``: a request that gets no byte for a
+quarter of it (at most :data:`MAX_REQUEST_TIMEOUT`) is abandoned and sent again, so a
+stalled connection is retried well within the read's deadline, and a reply whose body
+stops or breaks is asked for again. A missing bucket, bad credentials or a refused request
+is one line naming the URL and what to do; an object that is gone is a bad file
+(``data.on_error``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 from dali_pipes.data.files import WriteError
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import Blob
-from dali_pipes.image.reads import read_all
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 #: The URL scheme of S3-compatible object storage (AWS S3, MinIO, Ceph, R2, ...).
 S3_SCHEME = "s3://"
@@ -42,13 +45,18 @@ S3_SCHEME = "s3://"
 READ_THREADS = 16
 #: Attempts of a request (first try included) unless ``AWS_MAX_ATTEMPTS`` says otherwise.
 DEFAULT_ATTEMPTS = 10
+#: A request's connect and read timeout (seconds without a byte) at most; reads take a
+#: quarter of ``data.read_timeout`` when that is less (:func:`request_timeout`).
+MAX_REQUEST_TIMEOUT = 30.0
+#: Tries of a reply's body that broke or stopped after its head arrived.
+BODY_ATTEMPTS = 3
 #: The largest object one PUT may write (S3's limit; bigger ones need a multipart upload).
 MAX_PUT = 5 * 2**30
 _MISSING = ("NoSuchKey", "404", "NotFound")
 _THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
 
-_clients: dict[int, Any] = {}  # one client and one thread pool per process (fork-safe)
+_clients: dict[tuple[int, float], Any] = {}  # per process and timeout (fork-safe)
 _pools: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 
@@ -61,11 +69,21 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def client() -> Any:
-    """This process's boto3 S3 client (thread-safe; made after a fork, never inherited)."""
-    pid = os.getpid()
+def request_timeout(read_timeout: float | None) -> float:
+    """The connect and read timeout of one request under ``data.read_timeout``: a quarter
+    of it, so that a request that stalls is abandoned and retried (with backoff) while the
+    read's deadline still has room, and at most :data:`MAX_REQUEST_TIMEOUT`."""
+    if read_timeout is None:
+        return MAX_REQUEST_TIMEOUT
+    return min(MAX_REQUEST_TIMEOUT, read_timeout / 4)
+
+
+def client(timeout: float = MAX_REQUEST_TIMEOUT) -> Any:
+    """This process's boto3 S3 client whose requests time out after ``timeout`` seconds
+    without a byte (thread-safe; made after a fork, never inherited)."""
+    key = (os.getpid(), timeout)
     with _lock:
-        if pid not in _clients:
+        if key not in _clients:
             try:
                 import boto3
                 from botocore.config import Config
@@ -78,16 +96,16 @@ def client() -> Any:
             retries["max_attempts"] = int(os.environ.get("AWS_MAX_ATTEMPTS", DEFAULT_ATTEMPTS))
             config = Config(
                 retries=retries,
-                connect_timeout=5,
-                read_timeout=30,
+                connect_timeout=min(5.0, timeout),
+                read_timeout=timeout,
                 max_pool_connections=2 * READ_THREADS,
                 s3={"addressing_style": "path" if endpoint else "auto"},
             )
             region = os.environ.get("AWS_REGION")
-            _clients[pid] = boto3.session.Session().client(
+            _clients[key] = boto3.session.Session().client(
                 "s3", region_name=region or None, config=config
             )
-        return _clients[pid]
+        return _clients[key]
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -175,6 +193,9 @@ class S3Storage:
     """Objects in S3-compatible storage, named ``s3://bucket/key``; a batch's objects (or
     byte ranges of shards) are fetched concurrently, each within the read deadline."""
 
+    #: ``data.read_timeout``: each read's deadline, which sets the requests' timeouts.
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT
+
     @property
     def remote(self) -> bool:
         """True: a request costs its latency whatever its size, so shards are read in
@@ -188,16 +209,19 @@ class S3Storage:
 
     def _get(self, url: str, span: tuple[int, int] | None) -> bytes | DataError:
         """The object's bytes (or ``span``: first byte and length of them)."""
-        from botocore.exceptions import ClientError, IncompleteReadError, ResponseStreamingError
+        from botocore.exceptions import (
+            ClientError,
+            IncompleteReadError,
+            ReadTimeoutError,
+            ResponseStreamingError,
+        )
 
         bucket, key = split_url(url)
         extra = {} if span is None else {"Range": f"bytes={span[0]}-{span[0] + span[1] - 1}"}
-        for attempt in range(3):  # the body can break after the request succeeded
-            try:
-                data: bytes = client().get_object(Bucket=bucket, Key=key, **extra)["Body"].read()
-                if span is not None and len(data) != span[1]:
-                    return DataError(f"{url}: shard is truncated; re-pack it")
-                return data
+        s3 = client(request_timeout(self.read_timeout))
+        for attempt in range(BODY_ATTEMPTS):
+            try:  # botocore retries the request (errors, 5xx, throttling, timeouts) ...
+                body = s3.get_object(Bucket=bucket, Key=key, **extra)["Body"]
             except ClientError as exc:
                 code = str(exc.response.get("Error", {}).get("Code", ""))
                 if code in _MISSING:
@@ -205,11 +229,20 @@ class S3Storage:
                 if code == "InvalidRange":
                     return DataError(f"{url}: shard is truncated; re-pack it")
                 raise failure(url, exc) from None
-            except (IncompleteReadError, ResponseStreamingError) as exc:
-                if attempt == 2:
-                    raise failure(url, exc) from None
             except Exception as exc:
                 raise failure(url, exc) from None
+            try:  # ... but not a body that breaks, stops or comes short after the head
+                data: bytes = body.read()
+            except (IncompleteReadError, ResponseStreamingError, ReadTimeoutError) as exc:
+                body.close()  # the connection is dropped, not put back in the pool
+                if attempt == BODY_ATTEMPTS - 1:
+                    raise failure(url, exc) from None
+                continue
+            except Exception as exc:
+                raise failure(url, exc) from None
+            if span is not None and len(data) != span[1]:
+                return DataError(f"{url}: shard is truncated; re-pack it")
+            return data
         raise AssertionError("unreachable")
 
     def read_many(self, paths: Sequence[str], timeout: float | None) -> list[Blob]:
@@ -311,7 +344,7 @@ class S3Storage:
 
 
 def forget_clients() -> None:
-    """Drop this process's cached client, so the next request reads the AWS variables
+    """Drop this process's cached clients, so the next request reads the AWS variables
     again (after they changed, as when a test points the process at another server)."""
     with _lock:
         _clients.clear()

@@ -61,9 +61,10 @@ class ImageSource:
     read_timeout: float | None = DEFAULT_READ_TIMEOUT
 
     def __post_init__(self) -> None:
-        reader = ShardReader(self.layout) if self.layout is not None else None
+        storage = storage_for(self.root, self.read_timeout)
+        reader = ShardReader(self.layout, storage) if self.layout is not None else None
         object.__setattr__(self, "_reader", reader)
-        object.__setattr__(self, "_storage", storage_for(self.root))
+        object.__setattr__(self, "_storage", storage)
 
     def __len__(self) -> int:
         return len(self.files)

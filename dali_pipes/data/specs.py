@@ -29,7 +29,8 @@ class DataSpec:
     rejects a file whose header claims more pixels, before anything is allocated.
     ``exclude`` is a manifest written by ``python -m dali_pipes.scan``: the files it lists
     are left out of the dataset before sharding. ``read_timeout`` (seconds) bounds each
-    file's read: a read past it (a stalled mount) is a bad file under ``on_error``.
+    file's read: a read past it (a stalled mount) is a bad file under ``on_error``; from a
+    bucket, a request silent for a quarter of it is sent again (:mod:`dali_pipes.data.s3`).
     """
 
     name: str = "folder"

@@ -21,6 +21,7 @@ from dali_pipes.data.files import remove_stale, write_atomic
 from dali_pipes.data.s3 import S3_SCHEME, S3Storage
 from dali_pipes.errors import DataError, unreadable
 from dali_pipes.image.decode import Blob, read_files
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 #: A file's size and what changes when it is rewritten (mtime for a file, ETag for an
 #: object); None for a file that does not exist.
@@ -168,8 +169,11 @@ def join(root: str | os.PathLike[str], *parts: str) -> str:
     return str(Path(root).expanduser().joinpath(*parts))
 
 
-def storage_for(root: str | os.PathLike[str]) -> Storage:
-    """The storage a dataset root is on: S3 for ``s3://bucket/prefix``, else local."""
+def storage_for(
+    root: str | os.PathLike[str], read_timeout: float | None = DEFAULT_READ_TIMEOUT
+) -> Storage:
+    """The storage a dataset root is on: S3 for ``s3://bucket/prefix``, else local
+    (``read_timeout``: ``data.read_timeout``, which an object store's requests fit in)."""
     if is_url(root):
-        return S3Storage()
+        return S3Storage(read_timeout)
     return LocalStorage()

@@ -5,7 +5,10 @@ wrong bucket or key in one line."""
 
 from __future__ import annotations
 
+import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -79,6 +82,24 @@ def test_a_bucket_gives_exactly_the_local_copys_batches_for_two_epochs(
             assert_same(batches(remote), batches(local))
 
 
+PRESETS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "augment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_every_augmentation_preset_gives_from_a_bucket_the_local_copys_batches(
+    kind: str, preset: str, s3: S3Server
+) -> None:
+    """The presets' random ops, batch stage (mixup, cutmix, erasing) included, are drawn
+    from (seed, epoch, sample): where the bytes came from does not show."""
+    url = upload(s3, f"presets-{kind}-{preset}")
+    extra = [f"augment={preset}", "augment.train.crop.size=64"]
+    with make(kind, BUNDLED_PHOTOS, *extra) as local, make(kind, url, *extra) as remote:
+        local.set_epoch(1)
+        remote.set_epoch(1)
+        assert_same(batches(remote), batches(local))
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_run_resumed_mid_epoch_from_a_bucket_continues_the_local_epoch_exactly(
     kind: str, s3: S3Server
@@ -128,6 +149,37 @@ def test_imagenet_layout_reads_train_and_val_under_the_prefix(s3: S3Server) -> N
         )
 
 
+def test_training_on_an_imagenet_layout_in_a_bucket_writes_no_credentials(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    """``python -m dali_pipes.train data=imagenet data.root=s3://...`` trains and
+    validates from the bucket; neither the key nor the secret shows in what it prints or
+    in anything it writes (config.yaml, run.json, train.log, metrics, checkpoints)."""
+    s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "job/train")
+    s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "job/val")
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "dali_pipes.train", "data=imagenet"]
+    command += [f"data.root=s3://{BUCKET}/job", "data.batch_size=4", "augment=small"]
+    command += ["model=small_cnn", "trainer=quick", "trainer.epochs=1", "backend.device=cpu"]
+    done = subprocess.run(
+        [*command, f"output_dir={out}"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = list(csv.DictReader((out / "metrics.csv").open()))
+    assert int(row["samples"]) == 13
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert {"config.yaml", "metrics.csv"} <= {p.name for p in written}
+    secrets = [v.encode() for k, v in s3.env().items() if k.startswith("AWS_") and "KEY" in k]
+    assert len(secrets) == 2
+    for name, data in [("stdout", done.stdout), ("stderr", done.stderr)] + [
+        (str(p), p.read_bytes()) for p in written
+    ]:
+        assert not any(secret in data for secret in secrets), name
+
+
 def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
     s3: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,6 +207,41 @@ def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
         relay.stop()
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_run_goes_on_when_the_server_process_freezes_and_resumes_mid_epoch(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server process itself stopped (SIGSTOP: connections still accepted by the
+    kernel, nothing answered) for 2 s after the first batch, then continued: the stalled
+    requests time out and are sent again, and the epoch is the local copy's."""
+    server = S3Server().start()
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        forget_clients()
+        url = upload(server, f"frozen-{kind}")
+        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
+        extra = [*lazy, "data.read_timeout=8"]  # requests time out after 2 s
+        with make(kind, BUNDLED_PHOTOS, *extra, rank=0, world_size=1) as local:
+            whole = batches(local)
+        with make(kind, url, *extra, rank=0, world_size=1) as remote:
+            it = iter(remote)
+            got = [next(it)]
+            assert server.proc is not None
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            threading.Timer(2.0, os.kill, (server.proc.pid, signal.SIGCONT)).start()
+            frozen = time.monotonic()
+            got += list(it)
+            assert time.monotonic() - frozen >= 2.0  # they waited for the server
+            assert remote.skipped == 0
+        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
+    finally:
+        if server.proc is not None:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()
+        forget_clients()
+
+
 def test_throttling_replies_are_retried_and_past_the_bound_are_one_line(
     s3: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,6 +267,67 @@ def test_throttling_replies_are_retried_and_past_the_bound_are_one_line(
             remote.read([0])
         line = str(info.value)
         assert remote.files[0] in line and "SlowDown" in line and "\n" not in line
+    finally:
+        relay.stop()
+
+
+def test_a_request_or_a_body_that_stalls_is_sent_again_within_the_read_deadline(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that swallows requests (the connection held open, no reply), then one whose
+    replies stop after their head: each stalled GET times out after a quarter of
+    ``data.read_timeout`` and is sent again, so the bytes are the local files' and no read
+    misses its deadline; a server that never answers is one line within the bound."""
+    url = upload(s3, "stalled")
+    expected = discover_folder(BUNDLED_PHOTOS).read(list(range(13)))
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        remote = discover_folder(url, read_timeout=4.0)  # requests time out after 1 s
+        for stall in ("stall", "stall_body"):
+            setattr(relay, stall, 3)
+            start = time.monotonic()
+            got = remote.read(list(range(13)))
+            assert getattr(relay, stall) == 0 and time.monotonic() - start >= 1.0, stall
+            for a, b in zip(got, expected, strict=True):
+                assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), (stall, a)
+                assert np.array_equal(a, b)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+        forget_clients()
+        relay.stall = 1000
+        start = time.monotonic()
+        with pytest.raises(DataError) as info:
+            remote.read([0])
+        assert time.monotonic() - start < 4.0  # the retries' bound, before the deadline
+        line = str(info.value)
+        assert remote.files[0] in line and "no answer" in line and "ReadTimeoutError" in line
+        assert "\n" not in line
+    finally:
+        relay.stop()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_run_goes_on_with_the_local_batches_when_requests_stall_mid_epoch(
+    kind: str, s3: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = upload(s3, f"stalls-{kind}")
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
+        # Requests time out after 1.5 s: a read that meets both stalls still ends in time.
+        extra = [*lazy, "data.read_timeout=6", "data.on_error=skip"]
+        with make(kind, BUNDLED_PHOTOS, *extra, rank=0, world_size=1) as local:
+            whole = batches(local)
+        with make(kind, url, *extra, rank=0, world_size=1) as remote:
+            it = iter(remote)
+            got = [next(it)]
+            relay.stall, relay.stall_body = 1, 1
+            got += list(it)
+            assert relay.stall == relay.stall_body == 0 and remote.skipped == 0
+        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
     finally:
         relay.stop()
 

@@ -292,6 +292,34 @@ def test_a_run_on_shards_goes_on_when_the_server_stops_and_comes_back(
         relay.stop()
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_run_on_shards_goes_on_when_block_requests_stall(
+    kind: str, s3: S3Server, local_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ranged GET that gets no answer, then one whose reply stops after its head: each
+    times out after a quarter of ``data.read_timeout`` and is sent again; no sample is
+    lost and the batches are the local shards'."""
+    url = f"s3://{BUCKET}/stalls-{kind}"
+    s3.upload(local_pack, BUCKET, f"stalls-{kind}")
+    relay = Relay(s3.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
+        extra = [*lazy, "data.read_timeout=6", "data.on_error=skip"]
+        with loader(kind, local_pack, *extra, rank=0, world_size=1) as local:
+            whole = batches(local)
+        with loader(kind, url, *extra, rank=0, world_size=1) as remote:
+            it = iter(remote)
+            got = [next(it)]
+            relay.stall, relay.stall_body = 1, 1
+            got += list(it)
+            assert relay.stall == relay.stall_body == 0 and remote.skipped == 0
+        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
+    finally:
+        relay.stop()
+
+
 def test_shards_at_a_wrong_bucket_or_prefix_are_one_line(s3: S3Server) -> None:
     with pytest.raises(DataError) as info:
         loader("torch", "s3://no-such-bucket/packed")

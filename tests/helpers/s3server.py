@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -114,6 +115,13 @@ class Relay:
         #: How many of the next connections get a ``503 SlowDown`` reply (then are closed)
         #: instead of the server: throttling as S3 answers it.
         self.throttle = 0
+        #: How many of the next requests get no answer at all (the relay swallows them and
+        #: holds the connection open): a server that stalls, which the client must time out.
+        self.stall = 0
+        #: How many of the next replies stop after their head and a few bytes of the body,
+        #: the connection held open: a reply that stalls mid-body.
+        self.stall_body = 0
+        self._counts = threading.Lock()
 
     @property
     def endpoint(self) -> str:
@@ -122,8 +130,6 @@ class Relay:
 
     def start(self) -> Relay:
         """Accept connections and relay them."""
-        import threading
-
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", self.port))
@@ -142,9 +148,15 @@ class Relay:
             conn.close()
         self.conns.clear()
 
-    def _accept(self, listener: socket.socket) -> None:
-        import threading
+    def _take(self, name: str) -> bool:
+        """Whether one more of ``name`` (a count above) is due now; counts it off."""
+        with self._counts:
+            due = getattr(self, name) > 0
+            if due:
+                setattr(self, name, getattr(self, name) - 1)
+            return due
 
+    def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
                 a, _ = listener.accept()
@@ -156,8 +168,9 @@ class Relay:
                 continue
             b = socket.create_connection(("127.0.0.1", self.target))
             self.conns += [a, b]
-            for src, dst in ((a, b), (b, a)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+            cut = threading.Event()  # set: the reply in flight stops after its head
+            threading.Thread(target=self._requests, args=(a, b, cut), daemon=True).start()
+            threading.Thread(target=self._replies, args=(b, a, cut), daemon=True).start()
 
     @staticmethod
     def _slow_down(conn: socket.socket) -> None:
@@ -172,14 +185,50 @@ class Relay:
         )
         conn.close()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _requests(self, src: socket.socket, dst: socket.socket, cut: threading.Event) -> None:
+        """Client to server; a request that is to stall is swallowed, with what follows."""
+        swallowing = False
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not swallowing and data.split(b" ", 1)[0] in METHODS:  # a new request
+                    swallowing = self._take("stall")
+                    if not swallowing and self._take("stall_body"):
+                        cut.set()
+                if not swallowing:
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
+            _close(src, dst)
+
+    @staticmethod
+    def _replies(src: socket.socket, dst: socket.socket, cut: threading.Event) -> None:
+        """Server to client; a reply that is to stop is passed on up to its head and 16
+        bytes of its body, and nothing after: the client's side stays open (until the
+        client gives up and closes it) even where the server closes its own."""
+        head = b""
+        try:
+            while data := src.recv(65536):
+                if cut.is_set():
+                    head += data
+                    end = head.find(b"\r\n\r\n")
+                    if end >= 0:
+                        dst.sendall(head[: end + 4 + 16])
+                        while src.recv(65536):  # the rest is dropped
+                            pass
+                        return  # the requests' side closes both when the client has gone
+                    continue
+                dst.sendall(data)
+        except OSError:
+            pass
+        _close(src, dst)
+
+
+#: The first word of an HTTP request.
+METHODS = {b"GET", b"HEAD", b"PUT", b"POST", b"DELETE"}
+
+
+def _close(*socks: socket.socket) -> None:
+    for s in socks:
+        with contextlib.suppress(OSError):
+            s.shutdown(socket.SHUT_RDWR)
