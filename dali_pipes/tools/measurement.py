@@ -47,8 +47,8 @@ def cpu_seconds(root: int | None = None) -> float:
     """User + system CPU seconds of a process tree so far (default: this process's).
 
     This process's own time comes from ``time.process_time`` (every thread, to the
-    nanosecond), the other processes' from ``/proc``, in clock ticks (10 ms): a loader
-    that runs in this process, timed over a few tens of milliseconds, does not read 0.
+    nanosecond), the other processes' from ``/proc``, in whole clock ticks: a loader that
+    runs in this process and is timed over a few ticks does not read 0.
     """
     if not Path("/proc/self/stat").exists():
         return math.nan
