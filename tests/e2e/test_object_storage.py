@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import BUNDLED_PHOTOS
-from helpers.batches import assert_same, batches
-from helpers.s3server import Relay, S3Server
+from helpers.batches import assert_same, batches, epoch_with, lazy
+from helpers.s3server import S3Server, relayed
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.manifest import read_manifest
@@ -180,6 +180,14 @@ def test_training_on_an_imagenet_layout_in_a_bucket_writes_no_credentials(
         assert not any(secret in data for secret in secrets), name
 
 
+def assert_same_bytes(got: list[Any], expected: list[Any]) -> None:
+    """Each read gave the bytes expected (none is an error)."""
+    assert len(got) == len(expected) > 0
+    for a, b in zip(got, expected, strict=True):
+        assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), a
+        assert np.array_equal(a, b)
+
+
 def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
     s3: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,24 +195,14 @@ def test_the_run_goes_on_when_the_server_stops_and_comes_back_mid_epoch(
     (open connections reset, new ones refused) and comes back a second later: the epoch
     ends with the same batches as from local disk; the reads in between were retried."""
     url = upload(s3, "restart")
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
-        with make("torch", BUNDLED_PHOTOS, "backend.num_workers=0") as local:
-            whole = batches(local)
-        with make("torch", url, "backend.num_workers=0") as remote:
-            it = iter(remote)
-            got = [next(it)]
-            relay.stop()
-            threading.Timer(1.0, relay.start).start()
-            down = time.monotonic()
-            got += list(it)  # the next batch's reads meet a closed port and retry
-            assert time.monotonic() - down >= 1.0  # they waited for the server
-            assert remote.skipped == 0
-        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
-    finally:
-        relay.stop()
+    with make("torch", BUNDLED_PHOTOS, *lazy("torch")) as local:
+        whole = batches(local)
+    with relayed(s3, monkeypatch) as relay, make("torch", url, *lazy("torch")) as remote:
+        down = time.monotonic()
+        got = epoch_with(remote, lambda: relay.away_for(1.0))  # reads meet a closed port
+        assert time.monotonic() - down >= 1.0  # they waited for the server
+        assert remote.skipped == 0
+    assert_same(got, whole)
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -215,29 +213,29 @@ def test_the_run_goes_on_when_the_server_process_freezes_and_resumes_mid_epoch(
     kernel, nothing answered) for 2 s after the first batch, then continued: the stalled
     requests time out and are sent again, and the epoch is the local copy's."""
     server = S3Server().start()
+    assert server.proc is not None
+    pid = server.proc.pid
+
+    def frozen_for_two_seconds() -> None:
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(2.0, os.kill, (pid, signal.SIGCONT)).start()
+
     try:
         for name, value in server.env().items():
             monkeypatch.setenv(name, value)
         forget_clients()
         url = upload(server, f"frozen-{kind}")
-        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
-        extra = [*lazy, "data.read_timeout=8"]  # requests time out after 2 s
+        extra = [*lazy(kind), "data.read_timeout=8"]  # requests time out after 2 s
         with make(kind, BUNDLED_PHOTOS, *extra, rank=0, world_size=1) as local:
             whole = batches(local)
         with make(kind, url, *extra, rank=0, world_size=1) as remote:
-            it = iter(remote)
-            got = [next(it)]
-            assert server.proc is not None
-            os.kill(server.proc.pid, signal.SIGSTOP)
-            threading.Timer(2.0, os.kill, (server.proc.pid, signal.SIGCONT)).start()
             frozen = time.monotonic()
-            got += list(it)
+            got = epoch_with(remote, frozen_for_two_seconds)
             assert time.monotonic() - frozen >= 2.0  # they waited for the server
             assert remote.skipped == 0
-        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
+        assert_same(got, whole)
     finally:
-        if server.proc is not None:
-            os.kill(server.proc.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
         server.stop()
         forget_clients()
 
@@ -248,27 +246,19 @@ def test_throttling_replies_are_retried_and_past_the_bound_are_one_line(
     """``503 SlowDown`` on the next connections: a few are retried away and the bytes are
     the local files'; more than ``AWS_MAX_ATTEMPTS`` stop the read with one line."""
     url = upload(s3, "throttled")
-    local = discover_folder(BUNDLED_PHOTOS)
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
+    expected = discover_folder(BUNDLED_PHOTOS).read(list(range(13)))
+    with relayed(s3, monkeypatch) as relay:
         remote = discover_folder(url)
         relay.throttle = 6
-        got = remote.read(list(range(len(remote))))
+        assert_same_bytes(remote.read(list(range(len(remote)))), expected)
         assert relay.throttle == 0
-        for a, b in zip(got, local.read(list(range(13))), strict=True):
-            assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-            assert np.array_equal(a, b)
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
         forget_clients()
         relay.throttle = 1000
         with pytest.raises(DataError) as info:
             remote.read([0])
-        line = str(info.value)
-        assert remote.files[0] in line and "SlowDown" in line and "\n" not in line
-    finally:
-        relay.stop()
+    line = str(info.value)
+    assert remote.files[0] in line and "SlowDown" in line and "\n" not in line
 
 
 def test_a_request_or_a_body_that_stalls_is_sent_again_within_the_read_deadline(
@@ -280,19 +270,13 @@ def test_a_request_or_a_body_that_stalls_is_sent_again_within_the_read_deadline(
     misses its deadline; a server that never answers is one line within the bound."""
     url = upload(s3, "stalled")
     expected = discover_folder(BUNDLED_PHOTOS).read(list(range(13)))
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
+    with relayed(s3, monkeypatch) as relay:
         remote = discover_folder(url, read_timeout=4.0)  # requests time out after 1 s
         for stall in ("stall", "stall_body"):
             setattr(relay, stall, 3)
             start = time.monotonic()
-            got = remote.read(list(range(13)))
+            assert_same_bytes(remote.read(list(range(13))), expected)
             assert getattr(relay, stall) == 0 and time.monotonic() - start >= 1.0, stall
-            for a, b in zip(got, expected, strict=True):
-                assert isinstance(a, np.ndarray) and isinstance(b, np.ndarray), (stall, a)
-                assert np.array_equal(a, b)
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
         forget_clients()
         relay.stall = 1000
@@ -300,11 +284,9 @@ def test_a_request_or_a_body_that_stalls_is_sent_again_within_the_read_deadline(
         with pytest.raises(DataError) as info:
             remote.read([0])
         assert time.monotonic() - start < 4.0  # the retries' bound, before the deadline
-        line = str(info.value)
-        assert remote.files[0] in line and "no answer" in line and "ReadTimeoutError" in line
-        assert "\n" not in line
-    finally:
-        relay.stop()
+    line = str(info.value)
+    assert remote.files[0] in line and "no answer" in line and "ReadTimeoutError" in line
+    assert "\n" not in line
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -312,24 +294,18 @@ def test_a_run_goes_on_with_the_local_batches_when_requests_stall_mid_epoch(
     kind: str, s3: S3Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = upload(s3, f"stalls-{kind}")
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
-        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
-        # Requests time out after 1.5 s: a read that meets both stalls still ends in time.
-        extra = [*lazy, "data.read_timeout=6", "data.on_error=skip"]
-        with make(kind, BUNDLED_PHOTOS, *extra, rank=0, world_size=1) as local:
-            whole = batches(local)
-        with make(kind, url, *extra, rank=0, world_size=1) as remote:
-            it = iter(remote)
-            got = [next(it)]
-            relay.stall, relay.stall_body = 1, 1
-            got += list(it)
-            assert relay.stall == relay.stall_body == 0 and remote.skipped == 0
-        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
-    finally:
-        relay.stop()
+    # Requests time out after 2 s: a read that meets both stalls ends 4 s before its deadline.
+    extra = [*lazy(kind), "data.read_timeout=8", "data.on_error=skip"]
+    with make(kind, BUNDLED_PHOTOS, *extra, rank=0, world_size=1) as local:
+        whole = batches(local)
+    with (
+        relayed(s3, monkeypatch) as relay,
+        make(kind, url, *extra, rank=0, world_size=1) as remote,
+    ):
+        got = epoch_with(remote, lambda: relay.stall_next(requests=1, bodies=1))
+        assert relay.stall == relay.stall_body == 0, "every stall met a read"
+        assert remote.skipped == 0, remote.bad_files
+    assert_same(got, whole)
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any
 
 import pytest
 from conftest import BUNDLED_PHOTOS
-from helpers.batches import assert_same, batches
-from helpers.s3server import Relay, S3Server
+from helpers.batches import assert_same, batches, epoch_with, lazy
+from helpers.s3server import S3Server, relayed
 from helpers.shards import pack
 
 from dali_pipes import build_loader, compose_config
@@ -269,27 +268,17 @@ def test_a_run_on_shards_goes_on_when_the_server_stops_and_comes_back(
 ) -> None:
     url = f"s3://{BUCKET}/restart-{kind}"
     s3.upload(local_pack, BUCKET, f"restart-{kind}")
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
-        quiet = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
-        if kind != "torch":
-            quiet.append("backend.prefetch_queue_depth=1")
-        with loader(kind, local_pack, *quiet, rank=0, world_size=1) as local:
-            whole = batches(local)
-        with loader(kind, url, *quiet, rank=0, world_size=1) as remote:
-            it = iter(remote)
-            got = [next(it)]
-            relay.stop()
-            threading.Timer(1.0, relay.start).start()
-            down = time.monotonic()
-            got += list(it)  # the next batches' reads meet a closed port and retry
-            assert time.monotonic() - down >= 1.0  # they waited for the server
-            assert remote.skipped == 0
-        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
-    finally:
-        relay.stop()
+    with loader(kind, local_pack, *lazy(kind), rank=0, world_size=1) as local:
+        whole = batches(local)
+    with (
+        relayed(s3, monkeypatch) as relay,
+        loader(kind, url, *lazy(kind), rank=0, world_size=1) as remote,
+    ):
+        down = time.monotonic()
+        got = epoch_with(remote, lambda: relay.away_for(1.0))  # reads meet a closed port
+        assert time.monotonic() - down >= 1.0  # they waited for the server
+        assert remote.skipped == 0
+    assert_same(got, whole)
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -301,23 +290,17 @@ def test_a_run_on_shards_goes_on_when_block_requests_stall(
     lost and the batches are the local shards'."""
     url = f"s3://{BUCKET}/stalls-{kind}"
     s3.upload(local_pack, BUCKET, f"stalls-{kind}")
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        forget_clients()
-        lazy = ["backend.num_workers=0"] if kind == "torch" else ["backend.read_ahead=0"]
-        extra = [*lazy, "data.read_timeout=6", "data.on_error=skip"]
-        with loader(kind, local_pack, *extra, rank=0, world_size=1) as local:
-            whole = batches(local)
-        with loader(kind, url, *extra, rank=0, world_size=1) as remote:
-            it = iter(remote)
-            got = [next(it)]
-            relay.stall, relay.stall_body = 1, 1
-            got += list(it)
-            assert relay.stall == relay.stall_body == 0 and remote.skipped == 0
-        assert_same([(x.clone(), y.clone()) for x, y in got], whole)
-    finally:
-        relay.stop()
+    extra = [*lazy(kind), "data.read_timeout=8", "data.on_error=skip"]  # requests: 2 s
+    with loader(kind, local_pack, *extra, rank=0, world_size=1) as local:
+        whole = batches(local)
+    with (
+        relayed(s3, monkeypatch) as relay,
+        loader(kind, url, *extra, rank=0, world_size=1) as remote,
+    ):
+        got = epoch_with(remote, lambda: relay.stall_next(requests=1, bodies=1))
+        assert relay.stall == relay.stall_body == 0, "every stall met a read"
+        assert remote.skipped == 0, remote.bad_files
+    assert_same(got, whole)
 
 
 def test_shards_at_a_wrong_bucket_or_prefix_are_one_line(s3: S3Server) -> None:
@@ -365,20 +348,17 @@ def test_a_server_gone_for_good_stops_the_run_in_one_line_even_under_skip(
     """Not a bad file: when the store itself stays unreachable past the retries, skipping
     would only mark every sample bad; the run stops with the store's line."""
     s3.upload(local_pack, BUCKET, f"down-{kind}")
-    relay = Relay(s3.port).start()
-    try:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
-        forget_clients()
-        url = f"s3://{BUCKET}/down-{kind}"
-        with loader(kind, url, "data.on_error=skip", rank=0, world_size=1) as reader:
-            relay.stop()
-            with pytest.raises(DataError) as info:
-                batches(reader)
-        line = str(info.value)
-        assert f"{url}/all/shard-" in line and "no answer" in line and "\n" not in line
-    finally:
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    url = f"s3://{BUCKET}/down-{kind}"
+    with (
+        relayed(s3, monkeypatch) as relay,
+        loader(kind, url, "data.on_error=skip", rank=0, world_size=1) as reader,
+    ):
         relay.stop()
+        with pytest.raises(DataError) as info:
+            batches(reader)
+    line = str(info.value)
+    assert f"{url}/all/shard-" in line and "no answer" in line and "\n" not in line
 
 
 def test_a_pack_at_the_top_of_a_bucket_is_written_and_read(s3: S3Server, local_pack: Path) -> None:

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
+import pytest
 from botocore.config import Config
 
 KEY, SECRET, REGION = "testing-key", "testing-secret", "us-east-1"
@@ -148,6 +150,16 @@ class Relay:
             conn.close()
         self.conns.clear()
 
+    def away_for(self, seconds: float) -> None:
+        """Go away now (:meth:`stop`) and come back ``seconds`` later."""
+        self.stop()
+        threading.Timer(seconds, self.start).start()
+
+    def stall_next(self, requests: int, bodies: int) -> None:
+        """Swallow the next ``requests`` requests and cut the ``bodies`` replies after."""
+        with self._counts:
+            self.stall, self.stall_body = requests, bodies
+
     def _take(self, name: str) -> bool:
         """Whether one more of ``name`` (a count above) is due now; counts it off."""
         with self._counts:
@@ -222,6 +234,21 @@ class Relay:
         except OSError:
             pass
         _close(src, dst)
+
+
+@contextlib.contextmanager
+def relayed(server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[Relay]:
+    """This process's S3 clients pointed at ``server`` through a :class:`Relay` (started
+    here, stopped at the end), for faults injected between them."""
+    from dali_pipes.data.s3 import forget_clients
+
+    relay = Relay(server.port).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", relay.endpoint)
+        forget_clients()
+        yield relay
+    finally:
+        relay.stop()
 
 
 #: The first word of an HTTP request.
