@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from helpers.batches import batches
 from helpers.identity import SIZE, N, ids
 from helpers.shards import pack
 
@@ -176,24 +176,13 @@ def make(kind: str, root: Path, *, rank: int = 0, world_size: int = 1, **opts: A
     return build_loader(compose_config(overrides), "train", rank=rank, world_size=world_size)
 
 
-def take(loader: Any, k: int | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The next ``k`` batches of a fresh ``iter`` (None: all of them), kept open."""
-    it: Iterator[tuple[torch.Tensor, torch.Tensor]] = iter(loader)
-    out = []
-    for images, labels in it:
-        out.append((images.clone(), labels.clone()))
-        if k is not None and len(out) == k:
-            break
-    return out
-
-
 def finish(kind: str, root: Path, state: dict[str, Any], world: int, **opts: Any) -> list[int]:
     """Fresh loaders on ``world`` ranks, loaded with ``state``, run to the end of the epoch."""
     reads = []
     for rank in range(world):
         with make(kind, root, rank=rank, world_size=world, **opts) as loader:
             loader.load_state_dict(state)
-            reads += [i for images, _ in take(loader, None) for i in ids(images)]
+            reads += [i for images, _ in batches(loader, None) for i in ids(images)]
     return reads
 
 
@@ -205,7 +194,7 @@ def test_an_epoch_saved_on_2_ranks_finishes_on_1_or_3_reading_each_sample_once(
     for loader in ranks:
         loader.set_epoch(EPOCH)
     # Two batches of 2 on each rank: the first 8 samples of the epoch order.
-    seen = [i for loader in ranks for images, _ in take(loader, 2) for i in ids(images)]
+    seen = [i for loader in ranks for images, _ in batches(loader, 2) for i in ids(images)]
     states = [loader.state_dict() for loader in ranks]
     for loader in ranks:
         loader.close()
@@ -224,7 +213,7 @@ def test_an_epoch_saved_on_2_ranks_finishes_on_1_or_3_reading_each_sample_once(
     three = [make(kind, identity_tree, rank=r, world_size=3) for r in range(3)]
     for loader in three:
         loader.load_state_dict(state)
-    seen += [i for loader in three for images, _ in take(loader, 1) for i in ids(images)]
+    seen += [i for loader in three for images, _ in batches(loader, 1) for i in ids(images)]
     state = three[0].state_dict()
     for loader in three:
         loader.close()
@@ -242,15 +231,15 @@ def test_a_resume_on_the_same_world_size_gives_the_uninterrupted_batches_exactly
     """Images and labels (with ``deit``: mixed images and soft targets) equal bit for bit."""
     with make(kind, identity_tree, rank=1, world_size=2, augment=augment) as whole:
         whole.set_epoch(EPOCH)
-        expected = take(whole, None)
+        expected = batches(whole, None)
     with make(kind, identity_tree, rank=1, world_size=2, augment=augment) as first:
         first.set_epoch(EPOCH)
-        take(first, 2)
+        batches(first, 2)
         state = first.state_dict()
     with make(kind, identity_tree, rank=1, world_size=2, augment=augment) as resumed:
         resumed.load_state_dict(state)
         assert resumed.start_batch == 2
-        got = take(resumed, None)
+        got = batches(resumed, None)
     assert len(got) == len(expected) - 2
     for (a, la), (b, lb) in zip(expected[2:], got, strict=True):
         assert torch.equal(a, b) and torch.equal(la, lb)
@@ -296,7 +285,7 @@ def test_the_state_follows_the_batches_handed_over(identity_tree: Path) -> None:
 
 def test_the_state_is_plain_data_that_loads_with_weights_only(identity_tree: Path) -> None:
     with make("torch", identity_tree) as loader:
-        take(loader, 1)
+        batches(loader, 1)
         state = loader.state_dict()
     buffer = io.BytesIO()
     torch.save({"loader": state}, buffer)
@@ -363,14 +352,14 @@ def test_a_packed_epoch_resumes_exactly_on_its_world_size_and_refuses_another(
 ) -> None:
     with shard_loader(kind, packed, 1, 2) as whole:
         whole.set_epoch(EPOCH)
-        expected = [ids(images) for images, _ in take(whole, None)]
+        expected = [ids(images) for images, _ in batches(whole, None)]
     with shard_loader(kind, packed, 1, 2) as first:
         first.set_epoch(EPOCH)
-        take(first, 3)
+        batches(first, 3)
         state = first.state_dict()
     with shard_loader(kind, packed, 1, 2) as resumed:
         resumed.load_state_dict(state)
-        assert [ids(images) for images, _ in take(resumed, None)] == expected[3:]
+        assert [ids(images) for images, _ in batches(resumed, None)] == expected[3:]
     with (
         shard_loader(kind, packed, 0, 3) as other,
         pytest.raises(ConfigError, match=r"world_size=2 cannot resume a packed dataset"),
