@@ -156,11 +156,12 @@ class ShardReader:
         """The blocks' bytes, one ranged GET each, concurrently; a shard's last block ends
         where its last sample does."""
         lay, size = self.layout, self.layout.block_bytes
-        if self._ends is None:
-            last = np.flatnonzero(np.diff(lay.shard, append=lay.num_shards))  # ascending
-            self._ends = np.zeros(lay.num_shards, np.int64)
-            self._ends[lay.shard[last]] = (lay.offset + lay.size)[last]
         ends = self._ends
+        if ends is None:  # filled here, then published whole: threads may race to it
+            last = np.flatnonzero(np.diff(lay.shard, append=lay.num_shards))  # ascending
+            ends = np.zeros(lay.num_shards, np.int64)
+            ends[lay.shard[last]] = (lay.offset + lay.size)[last]
+            self._ends = ends
         ranges = [(lay.tars[s], b * size, int(min(size, ends[s] - b * size))) for s, b in blocks]
         return self.storage.read_ranges(ranges)
 

@@ -154,3 +154,40 @@ def test_a_failed_block_is_a_bad_sample_and_is_asked_for_again_later(packed: Pat
     again = reader.read([0])
     assert isinstance(again[0], np.ndarray)
     assert len(storage.requests) == 2  # the failure was not cached
+
+
+def test_threads_racing_to_their_first_blocks_ask_only_for_whole_ranges() -> None:
+    """The DALI feed's threads start reading at once: none of them may see where the
+    shards end before it is known (a range of length 0 or less, sent as a malformed
+    ``Range`` header, came back as a "truncated" shard)."""
+    per, shards = 1000, 1300  # large enough that working out the shard ends takes a while
+    layout = ShardLayout(
+        tars=tuple(f"s3://bucket/all/shard-{i:06d}.tar" for i in range(shards)),
+        shard=np.repeat(np.arange(shards), per).astype(np.int64),
+        offset=np.tile(np.arange(per) * 110_000 + 512, shards).astype(np.int64),
+        size=np.full(per * shards, 100_000, np.int64),
+        shuffle_buffer=5000,
+    )
+    asked: list[int] = []
+
+    class Zeros:
+        remote = True
+
+        def read_ranges(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes | DataError]:
+            asked.extend(length for _, _, length in ranges)
+            return [bytes(max(length, 0)) for _, _, length in ranges]
+
+    for _ in range(40):
+        reader = ShardReader(layout, cast(Storage, Zeros()))
+        start = threading.Barrier(4)
+
+        def first_fetch(r: ShardReader = reader, go: threading.Barrier = start) -> None:
+            go.wait()
+            r._fetch([(0, 0), (3, 2)])
+
+        threads = [threading.Thread(target=first_fetch) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(asked) == 40 * 4 * 2 and min(asked) > 0
