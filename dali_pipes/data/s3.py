@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -56,9 +57,22 @@ _MISSING = ("NoSuchKey", "404", "NotFound")
 _THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
 
-_clients: dict[tuple[int, float], Any] = {}  # per process and timeout (fork-safe)
+_clients: dict[tuple[int, float], Any] = {}  # per process and timeout
 _pools: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (a DataLoader worker) starts with a fresh lock and no clients or
+    pools: a parent thread may have held the lock at the fork (building a client, taking
+    the pool), and it would then stay held in the child for ever."""
+    global _lock
+    _lock = threading.Lock()
+    _clients.clear()
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -118,10 +132,24 @@ def _pool() -> ThreadPoolExecutor:
 
 def failure(url: str, exc: Exception, needs: str = "s3:ListBucket and s3:GetObject") -> DataError:
     """The one-line error for a request on ``url`` that failed for good, saying what to do
-    (``needs``: the permissions the request takes, for an access-denied reply)."""
-    from botocore.exceptions import ClientError, NoCredentialsError
+    (``needs``: the permissions the request takes, for an access-denied reply). The
+    client's own text is folded onto the line, and the user and password of an endpoint
+    written ``http://user:password@host`` are left out of it."""
+    return DataError(_USERINFO.sub("//", " ".join(str(_failure(url, exc, needs)).split())))
+
+
+#: The ``user:password@`` of a URL.
+_USERINFO = re.compile(r"//[^/@\s]*@")
+
+
+def _failure(url: str, exc: Exception, needs: str) -> DataError:
+    from botocore.exceptions import ClientError, NoCredentialsError, ParamValidationError
 
     where = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS"
+    if isinstance(exc, ParamValidationError):
+        return DataError(
+            f"{url}: not a valid S3 request ({exc}); check the bucket name and key in the URL"
+        )
     if isinstance(exc, NoCredentialsError):
         return DataError(
             f"{url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
