@@ -187,17 +187,6 @@ def write_json(storage: Storage, path: str, obj: Any) -> None:
     write_text(storage, path, json.dumps(obj, indent=1))
 
 
-def read_json(storage: Storage, path: str) -> Any:
-    """A JSON file's content; None where it is missing or unreadable."""
-    [blob] = storage.read_many([path], DEFAULT_READ_TIMEOUT)
-    if isinstance(blob, DataError):
-        return None
-    try:
-        return json.loads(blob.tobytes())
-    except ValueError:
-        return None
-
-
 def complete_shards(
     storage: Storage, directory: str, numbers: Sequence[int], *, verify: bool = False
 ) -> dict[int, dict[str, Any]]:

@@ -42,7 +42,6 @@ from dali_pipes.data.shards import (
     ShardSample,
     complete_shards,
     image_ext,
-    read_json,
     sample_key,
     shard_name,
     write_json,
@@ -53,6 +52,7 @@ from dali_pipes.data.specs import TOLERATE, DataSpec, ShardData
 from dali_pipes.data.storage import Stat, Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import header_size
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 log = logging.getLogger("dali_pipes.pack")
 
@@ -120,6 +120,20 @@ def _fingerprint(parts: list[Part], stats: list[list[tuple[int, str]]], spec: Pa
     return digest.hexdigest()
 
 
+def _planned_fingerprint(storage: Storage, plan: str) -> str | None:
+    """The fingerprint of the pack an earlier run planned, None where the plan holds none.
+    A plan that cannot be read now (a stalled read, a store that answers with an error) is
+    one line, not "another pack": ``pack.overwrite`` would delete a finished pack for it."""
+    [blob] = storage.read_many([plan], DEFAULT_READ_TIMEOUT)
+    if isinstance(blob, DataError):
+        raise ConfigError(f"{blob} (the plan of the pack already there); rerun when it reads")
+    try:
+        found = json.loads(blob.tobytes())
+    except ValueError:
+        return None
+    return found.get("fingerprint") if isinstance(found, dict) else None
+
+
 def _prepare_out(storage: Storage, out: str, fingerprint: str, overwrite: bool) -> bool:
     """Make ``out`` (a folder or a bucket prefix) ready; True when resuming an earlier run
     of the same plan."""
@@ -132,7 +146,7 @@ def _prepare_out(storage: Storage, out: str, fingerprint: str, overwrite: bool) 
     except DataError as exc:
         raise ConfigError(f"out={out}: {exc}") from None
     if planned:
-        previous = (read_json(storage, join(out, PLAN)) or {}).get("fingerprint")
+        previous = _planned_fingerprint(storage, join(out, PLAN))
         if previous == fingerprint:
             return True
         if not overwrite:

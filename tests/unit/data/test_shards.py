@@ -19,7 +19,7 @@ from helpers.shards import pack
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.sampling import StreamSampler
-from dali_pipes.data.shards import open_split
+from dali_pipes.data.shards import MANIFEST, PLAN, open_split
 from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.tools.pack import run_pack
@@ -343,3 +343,27 @@ def test_a_shard_read_that_never_returns_is_a_bad_batch_named_with_the_deadline(
         assert "read_timeout=0.3 s" in str(blobs[0]) and ".tar:" in str(blobs[0])
     finally:
         release.set()
+
+
+def test_a_plan_that_cannot_be_read_now_stops_pack_and_keeps_the_finished_pack(
+    identity_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``pack.overwrite=true`` an unreadable plan must not pass for another pack's:
+    that would delete the pack already there."""
+    from dali_pipes.data.storage import LocalStorage
+
+    out = tmp_path / "out"
+    pack(identity_tree, out, "pack.shard_size_mb=0.004")
+    before = tars(out)
+    real = LocalStorage.read_many
+
+    def plan_stalls(self: LocalStorage, paths: Any, timeout: float | None) -> list[Any]:
+        if any(p.endswith(PLAN) for p in paths):
+            return [DataError(f"{paths[0]}: the read did not finish within 60 s")]
+        return real(self, paths, timeout)
+
+    monkeypatch.setattr(LocalStorage, "read_many", plan_stalls)
+    with pytest.raises(ConfigError) as info:
+        pack(identity_tree, out, "pack.shard_size_mb=0.004", "pack.overwrite=true")
+    assert PLAN in str(info.value) and "\n" not in str(info.value)
+    assert tars(out) == before and (out / MANIFEST).exists()
