@@ -57,8 +57,10 @@ _MISSING = ("NoSuchKey", "404", "NotFound")
 _THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "503")
 _CREDENTIALS = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken")
 
-_clients: dict[tuple[int, float], Any] = {}  # per process and timeout
-_pools: dict[int, ThreadPoolExecutor] = {}
+# This process's clients (one per request timeout) and thread pool; a forked child starts
+# without them (_after_fork_in_child).
+_clients: dict[float, Any] = {}
+_pools: list[ThreadPoolExecutor] = []
 _lock = threading.Lock()
 
 
@@ -95,9 +97,8 @@ def request_timeout(read_timeout: float | None) -> float:
 def client(timeout: float = MAX_REQUEST_TIMEOUT) -> Any:
     """This process's boto3 S3 client whose requests time out after ``timeout`` seconds
     without a byte (thread-safe; made after a fork, never inherited)."""
-    key = (os.getpid(), timeout)
     with _lock:
-        if key not in _clients:
+        if timeout not in _clients:
             try:
                 import boto3
                 from botocore.config import Config
@@ -116,18 +117,17 @@ def client(timeout: float = MAX_REQUEST_TIMEOUT) -> Any:
                 s3={"addressing_style": "path" if endpoint else "auto"},
             )
             region = os.environ.get("AWS_REGION")
-            _clients[key] = boto3.session.Session().client(
+            _clients[timeout] = boto3.session.Session().client(
                 "s3", region_name=region or None, config=config
             )
-        return _clients[key]
+        return _clients[timeout]
 
 
 def _pool() -> ThreadPoolExecutor:
-    pid = os.getpid()
     with _lock:
-        if pid not in _pools:
-            _pools[pid] = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="dali-pipes-s3")
-        return _pools[pid]
+        if not _pools:
+            _pools.append(ThreadPoolExecutor(READ_THREADS, thread_name_prefix="dali-pipes-s3"))
+        return _pools[0]
 
 
 def failure(url: str, exc: Exception, needs: str = "s3:ListBucket and s3:GetObject") -> DataError:

@@ -272,11 +272,12 @@ def test_a_request_or_a_body_that_stalls_is_sent_again_within_the_read_deadline(
     expected = discover_folder(BUNDLED_PHOTOS).read(list(range(13)))
     with relayed(s3, monkeypatch) as relay:
         remote = discover_folder(url, read_timeout=4.0)  # requests time out after 1 s
-        for stall in ("stall", "stall_body"):
-            setattr(relay, stall, 3)
+        for requests, bodies in ((3, 0), (0, 3)):
+            relay.stall_next(requests, bodies)
             start = time.monotonic()
             assert_same_bytes(remote.read(list(range(13))), expected)
-            assert getattr(relay, stall) == 0 and time.monotonic() - start >= 1.0, stall
+            assert relay.stall == relay.stall_body == 0, "every stall met a read"
+            assert time.monotonic() - start >= 1.0
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
         forget_clients()
         relay.stall = 1000

@@ -63,7 +63,6 @@ def test_a_forked_worker_reads_even_when_a_parent_thread_held_the_lock_at_the_fo
 def test_an_invalid_bucket_name_is_one_line_naming_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """botocore refuses it before sending anything, in a message of several lines."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    s3.forget_clients()
     with pytest.raises(DataError) as info:
         s3.list_objects("s3://bad_bucket!/photos")
     line = str(info.value)
@@ -78,7 +77,6 @@ def test_an_endpoint_with_a_password_in_it_is_not_repeated_in_errors(
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
-    s3.forget_clients()
     with pytest.raises(DataError) as info:
         s3.list_objects("s3://bucket/photos")  # nothing listens on port 9
     line = str(info.value)
