@@ -1,40 +1,21 @@
-"""Backend registry: a name in ``backend.name`` -> the loader class that implements it.
+"""Backends: the loader contract (:mod:`.base`), the loaders, and their registry
+(:mod:`.registry`: a name in ``backend.name`` -> its options' schema and loader class).
 
-Modules are imported on first use, so choosing the torch backend never imports DALI.
+Loader modules are imported on first use, so choosing the torch backend never imports DALI.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from dali_pipes.backends.base import Loader, loader_devices
+from dali_pipes.backends.registry import (
+    backend_kinds,
+    check_name,
+    loader_class,
+    names,
+    register_backend,
+)
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.errors import ConfigError, DeviceError
-
-_BACKENDS = {
-    "dali": "dali_pipes.backends.dali.loader:DaliLoader",
-    "torch": "dali_pipes.backends.torch:TorchLoader",
-    "synthetic": "dali_pipes.backends.synthetic:SyntheticLoader",
-}
-
-
-def names() -> tuple[str, ...]:
-    """The backend names ``backend.name`` takes."""
-    return tuple(_BACKENDS)
-
-
-def check_name(name: str) -> str:
-    """``name`` if a backend has it, else the one-line error listing the ones there are."""
-    if name not in _BACKENDS:
-        raise ConfigError(f"backend={name!r} is unknown: choose one of {', '.join(_BACKENDS)}")
-    return name
-
-
-def loader_class(name: str) -> type[Loader]:
-    """The loader class of backend ``name`` (imported now: DALI only when it is DALI's)."""
-    module, _, attr = _BACKENDS[check_name(name)].partition(":")
-    cls: type[Loader] = getattr(importlib.import_module(module), attr)
-    return cls
+from dali_pipes.errors import DeviceError
 
 
 def create_loader(spec: LoaderSpec) -> Loader:
@@ -58,4 +39,12 @@ def create_loader(spec: LoaderSpec) -> Loader:
     return loader_class(spec.backend.name)(spec)
 
 
-__all__ = ["Loader", "check_name", "create_loader", "loader_class", "names"]
+__all__ = [
+    "Loader",
+    "backend_kinds",
+    "check_name",
+    "create_loader",
+    "loader_class",
+    "names",
+    "register_backend",
+]

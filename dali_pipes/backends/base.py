@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -13,16 +12,18 @@ import torch
 
 from dali_pipes.backends.compat import DataLoaderAttributes
 from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.data.interface import Rejects
+from dali_pipes.data.policy import BadFiles, warn_drop
 from dali_pipes.data.sampling import StreamSampler, sampler_for
-from dali_pipes.data.specs import TOLERATE
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
+
+__all__ = ["BadFiles", "Batch", "EpochPlan", "Loader", "loader_devices"]
 
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
 #: targets ``[N, num_classes]`` after mixup/cutmix).
 Batch = tuple[torch.Tensor, torch.Tensor]
 
-log = logging.getLogger("dali_pipes.data")
 
 #: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.
 STATE_VERSION = 1
@@ -67,39 +68,6 @@ def loader_devices(spec: LoaderSpec) -> tuple[torch.device, torch.device]:
         spec.backend.device, trainer, spec.backend.name, gpu=gpu, trainer_key="output_device"
     )
     return devices.made, devices.model
-
-
-class BadFiles:
-    """Files found bad under ``on_error=skip|drop``: each reported once, counted every
-    epoch."""
-
-    def __init__(self) -> None:
-        self.reasons: dict[str, str] = {}
-        self.epoch_paths: set[str] = set()  # distinct files left out in the current epoch
-
-    @property
-    def this_epoch(self) -> int:
-        """How many distinct files were left out in the current epoch."""
-        return len(self.epoch_paths)
-
-    def add(self, path: str, reason: str | BaseException, *, count: bool = True) -> None:
-        """Record ``path`` as left out for ``reason``: logged the first time, counted in this
-        epoch's figure unless ``count`` is False."""
-        text = str(reason).removeprefix(f"{path}: ")
-        if path not in self.reasons:
-            self.reasons[path] = text
-            log.warning("skipping %s: %s", path, text)
-        if count:
-            self.epoch_paths.add(path)
-
-    def __contains__(self, path: object) -> bool:
-        return path in self.reasons
-
-    def share_reports(self, other: BadFiles) -> None:
-        """Report files through ``other``'s record: a file both loaders meet (the two splits
-        of one folder) is logged once per run, not once per loader. Counts stay apart."""
-        other.reasons.update(self.reasons)
-        self.reasons = other.reasons
 
 
 @dataclass(frozen=True)
@@ -151,10 +119,11 @@ class Loader(DataLoaderAttributes, ABC):
 
     def __init__(self, spec: LoaderSpec) -> None:
         self.spec = spec
-        layout = getattr(spec.source, "layout", None)
+        #: What a bad sample does (``data.on_error``: :mod:`dali_pipes.data.policy`).
+        self.policy = spec.policy
         #: This rank's order (:mod:`dali_pipes.data.sampling`); :attr:`sampler` is its
         #: ``DistributedSampler`` face.
-        self.rank_sampler = sampler_for(len(spec.source), spec.sampling, layout)
+        self.rank_sampler = sampler_for(spec.source, spec.sampling)
         # What the next ``iter`` runs: the epoch, the samples of its order already consumed
         # (across all ranks) and the epoch's batch number of its first batch.
         self._next_epoch = 0
@@ -162,9 +131,10 @@ class Loader(DataLoaderAttributes, ABC):
         self._first = 0
         self._run: _Progress | None = None  # the latest iter's progress; None after set_epoch
         self.bad = BadFiles()
-        _warn_drop(spec)
-        for path, reason in getattr(spec.source, "rejected", ()):
-            self.bad.add(path, reason, count=False)
+        warn_drop(spec.on_error, spec.sampling.world_size)
+        if isinstance(spec.source, Rejects):
+            for path, reason in spec.source.rejected:
+                self.bad.add(path, reason, count=False)
         #: The split's batch ops (mixup/cutmix, random erasing), applied to every batch the
         #: loader yields, on its device; None without any.
         self.batch_stage = spec.augment.batch_stage(
@@ -198,12 +168,12 @@ class Loader(DataLoaderAttributes, ABC):
     @property
     def skip(self) -> bool:
         """``data.on_error`` is ``skip`` or ``drop``: a bad file is reported, not raised."""
-        return self.spec.on_error in TOLERATE
+        return self.policy.tolerates
 
     @property
     def substitutes(self) -> bool:
         """``on_error=skip``: a bad file's slot gets a substitute (``drop``: left out)."""
-        return self.spec.on_error == "skip"
+        return self.policy.substitutes
 
     @property
     def skipped(self) -> int:
@@ -363,9 +333,7 @@ class Loader(DataLoaderAttributes, ABC):
 
     def _report(self, path: str, error: DataError) -> None:
         """A bad file: raise, or (``on_error=skip``) record it and carry on."""
-        if not self.skip:
-            raise error
-        self.bad.add(path, error)
+        self.policy.judge(path, error, self.bad.add)
 
     def close(self) -> None:
         """Release worker processes, threads and pipelines (also done on garbage collection)."""
@@ -375,17 +343,6 @@ class Loader(DataLoaderAttributes, ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _warn_drop(spec: LoaderSpec) -> None:
-    """``on_error=drop`` under several ranks lets their counts differ: say so once."""
-    if spec.on_error == "drop" and spec.sampling.world_size > 1:
-        log.warning(
-            "data.on_error=drop with %d ranks: a batch with a bad file shrinks on one rank "
-            "only, so the ranks yield different sample counts; use data.on_error=skip "
-            "(substitutes keep every rank equal)",
-            spec.sampling.world_size,
-        )
 
 
 _STATE_INTS = ("version", "epoch", "samples_seen", "seed", "num_items", "world_size", "batch_size")

@@ -32,8 +32,8 @@ from torch.utils.data import Sampler
 from torch.utils.data._utils.collate import default_collate
 
 from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.data.interface import Labelled, Source
 from dali_pipes.data.sampling import RankSampler
-from dali_pipes.data.sources import ImageSource, Source
 from dali_pipes.image.decode import decode_bytes
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -98,7 +98,7 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
 
     def __init__(self, loader: _Owner) -> None:
         self._loader = weakref.ref(loader)
-        source: Source = loader.spec.source
+        source: Labelled = loader.spec.source
         self.source = source
         self._max_pixels = loader.spec.max_pixels
         #: The class names in label order, as ``ImageFolder.classes``.
@@ -107,10 +107,11 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
         #: Each sample's label, as ``ImageFolder.targets``.
         self.targets: list[int] = [int(t) for t in source.labels]
-        files = source.files if isinstance(source, ImageSource) else ()
+        names = [source.name(i) for i in range(len(source))] if isinstance(source, Source) else []
         #: ``(path, label)`` per sample, as ``ImageFolder.samples`` (empty for synthetic
-        #: data, which has no files; a packed sample is named ``shard.tar:member``).
-        self.samples: list[tuple[str, int]] = list(zip(files, self.targets, strict=False))
+        #: data, which has no files; a packed sample is named ``shard.tar:member``, a
+        #: Parquet row ``file.parquet row N``).
+        self.samples: list[tuple[str, int]] = list(zip(names, self.targets, strict=False))
         #: ``ImageFolder``'s older name for :attr:`samples`.
         self.imgs = self.samples
         #: The folder (or packed dataset) the split was read from.
@@ -123,11 +124,11 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         """Sample ``index`` decoded, without the loader's augmentation, and its label."""
         source = self.source
-        if not isinstance(source, ImageSource):
+        if not isinstance(source, Source):
             raise TypeError("data=synthetic has no images to index; iterate the loader")
         i = int(index)
         blob = source.read([i])[0]
-        return decode_bytes(blob, source.files[i], self._max_pixels), int(source.labels[i])
+        return decode_bytes(blob, source.name(i), self._max_pixels), int(source.labels[i])
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A :class:`PlannedBatch` gives the loader's batch; other indices, samples."""

@@ -6,15 +6,13 @@ group."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.data.interface import Labelled
+from dali_pipes.data.policy import OnError
 from dali_pipes.data.specs import DEFAULT_MAX_PIXELS, SamplingSpec
 from dali_pipes.errors import require
 from dali_pipes.runtime.devices import BACKEND_DEVICES
-
-if TYPE_CHECKING:
-    from dali_pipes.data.sources import Source
 
 
 @dataclass(frozen=True)
@@ -120,9 +118,13 @@ class SyntheticBackend(BackendSpec):
 
 @dataclass(frozen=True, eq=False)
 class LoaderSpec:
-    """Everything a backend needs to build one split's loader, already validated."""
+    """Everything a backend needs to build one split's loader, already validated.
 
-    source: Source
+    ``source``: the split (:mod:`dali_pipes.data.interface`: a ``Source`` of encoded
+    images, or for the synthetic backend labels alone).
+    """
+
+    source: Labelled
     train: bool
     batch_size: int
     augment: AugmentSpec
@@ -135,3 +137,8 @@ class LoaderSpec:
     #: not where they are made (``backend.device``): e.g. "cuda:0" for DALI CPU decoding
     #: feeding a GPU model. None: where they are made.
     output_device: str | None = None
+
+    @property
+    def policy(self) -> OnError:
+        """What a bad sample does (``on_error``), with the seed substitutes are drawn from."""
+        return OnError(self.on_error, self.sampling.seed)

@@ -26,9 +26,7 @@ from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
 from dali_pipes.backends.handover import Normalizer, normalized
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
-from dali_pipes.data.sources import ImageSource
-from dali_pipes.data.specs import TOLERATE
-from dali_pipes.data.substitutes import first_good
+from dali_pipes.data.interface import images_of
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes
 from dali_pipes.runtime.distributed import cpu_share
@@ -45,17 +43,15 @@ class _Sample(NamedTuple):
 
 class _Samples(Dataset[_Sample]):
     def __init__(self, spec: LoaderSpec) -> None:
-        assert isinstance(spec.source, ImageSource)
-        self.source = spec.source
-        self.files = spec.source.files
+        self.source = images_of(spec.source, "backend=torch decodes image files")
         self.labels = spec.source.labels
         self.pipeline = spec.augment.pipeline(spec.train)
         self.seed = spec.sampling.seed
-        self.on_error = spec.on_error
+        self.policy = spec.policy
         self.max_pixels = spec.max_pixels
 
     def __len__(self) -> int:
-        return len(self.files)
+        return len(self.source)
 
     def __getitem__(self, key: Key) -> _Sample:
         return self.__getitems__([key])[0]
@@ -68,30 +64,30 @@ class _Samples(Dataset[_Sample]):
     def _sample(self, key: Key, blob: Blob) -> _Sample:
         index, epoch, position = key
         failed: list[tuple[str, str]] = []
-        image = self._augmented(index, blob, epoch, failed)
-        if image is None and self.on_error == "skip":  # a substitute takes the slot
-            index, image = first_good(
-                self.seed,
-                epoch,
-                position,
-                len(self.files),
-                lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
-                self.files.__getitem__,
-            )
+        filled = self.policy.fill(  # a bad sample's slot: a substitute (skip), or nothing
+            index,
+            self._augmented(index, blob, epoch, failed),
+            (epoch, position, len(self.source)),
+            lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
+            self.source.name,
+        )
+        image = None
+        if filled is not None:
+            index, image = filled
         return _Sample(image, int(self.labels[index]), tuple(failed))
 
     def _augmented(
         self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]
     ) -> torch.Tensor | None:
-        """Sample ``index`` decoded and augmented; None (added to ``failed``) when its file
-        is bad under on_error=skip|drop."""
-        path = self.files[index]
-        try:
-            image = decode_bytes(blob, path, self.max_pixels)
-        except DataError as exc:
-            if self.on_error not in TOLERATE:
-                raise
-            failed.append((path, str(exc)))
+        """Sample ``index`` decoded and augmented; None (added to ``failed``, sent back to
+        the loader with the batch) when its file is bad under on_error=skip|drop."""
+        path = self.source.name(index)
+        image = self.policy.attempt(
+            path,
+            lambda: decode_bytes(blob, path, self.max_pixels),
+            lambda name, exc: failed.append((name, str(exc))),
+        )
+        if image is None:
             return None
         ids = self.source.identity([index])
         draw = self.pipeline.draw([image.shape[-2:]], ids, self.seed, epoch)
@@ -144,11 +140,7 @@ class TorchLoader(Loader):
         opts = spec.backend
         if not isinstance(opts, TorchBackend):
             raise ConfigError(f"backend={opts.name!r} options given to the torch backend")
-        if not isinstance(spec.source, ImageSource):
-            raise ConfigError(
-                "backend=torch decodes image files but data=synthetic has none; "
-                "use backend=synthetic"
-            )
+        images_of(spec.source, "backend=torch decodes image files")
         _, self.device = loader_devices(spec)  # decoding is on the CPU whatever is asked
         workers = cpu_share() if opts.num_workers is None else opts.num_workers
         self._batches = _PlannedBatches(len(self))

@@ -9,7 +9,6 @@ inside the wheel as ``dali_pipes.conf``; :func:`config_dir` finds it either way.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,17 +17,11 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.config.schemas import register
+from dali_pipes.config.schemas import config_dir, register
 from dali_pipes.config.specs import check_augment, config_error, to_spec
 from dali_pipes.errors import ConfigError
 
-
-def config_dir() -> Path:
-    """``conf/``: packaged as ``dali_pipes.conf`` in a wheel, top-level in a checkout."""
-    spec = importlib.util.find_spec("dali_pipes.conf")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parents[2] / "conf"
+__all__ = ["augment_preset", "compose_config", "config_dir", "load_saved_config"]
 
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:

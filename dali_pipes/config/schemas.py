@@ -5,27 +5,31 @@ Each YAML option in ``conf/`` extends a schema stored under ``schema/<group>/<na
 fails at composition, and a value out of range fails when the node becomes its frozen
 dataclass (``__post_init__``), with the key in the message.
 
-The schemas are the specs (:mod:`dali_pipes.data.specs`, :mod:`dali_pipes.augment.spec`,
-:mod:`dali_pipes.backends.specs`), the trainer's
-(:class:`dali_pipes.config.trainer.TrainerSpec`) and the tools' nodes, defined here: ``bench``,
-``doctor``, ``scan``, ``pack`` and ``show``. This module imports no tool, no loader and nothing that
-composes a config; ``import dali_pipes`` calls :func:`register`, so the config groups work
-in any Hydra app that puts ``pkg://dali_pipes.conf`` on its search path.
+The schemas are the specs: the ``data`` and ``backend`` ones come from their registries
+(:mod:`dali_pipes.data.registry`, :mod:`dali_pipes.backends.registry`), so a source or a
+backend registered there is a config option too; then :mod:`dali_pipes.augment.spec`, the
+trainer's (:class:`dali_pipes.config.trainer.TrainerSpec`) and the tools' nodes, defined
+here: ``bench``, ``doctor``, ``scan``, ``pack`` and ``show``. A registered source or backend
+without a YAML option in ``conf/`` gets its schema as the option itself (``data=<name>``
+works without a file). This module imports no tool, no loader and nothing that composes a
+config; ``import dali_pipes`` calls :func:`register`, so the config groups work in any
+Hydra app that puts ``pkg://dali_pipes.conf`` on its search path.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.specs import DaliBackend, SyntheticBackend, TorchBackend
+from dali_pipes.backends.registry import backend_kinds
 from dali_pipes.config.trainer import TrainerSpec
-from dali_pipes.data.sources import SPLITS
-from dali_pipes.data.specs import FolderData, SampleData, ShardData, SyntheticData
+from dali_pipes.data.registry import SPLITS, source_kinds
 from dali_pipes.errors import require
 
 # --------------------------------------------------------------------------- tools' nodes
@@ -143,15 +147,9 @@ class ShowSpec:
 
 # --------------------------------------------------------------------------- registration
 
-SCHEMAS: dict[tuple[str, str], type] = {
-    ("data", "folder"): FolderData,
-    ("data", "sample"): SampleData,
-    ("data", "shards"): ShardData,
-    ("data", "synthetic"): SyntheticData,
+#: The schemas that are not a registered source or backend.
+FIXED_SCHEMAS: dict[tuple[str, str], type] = {
     ("augment", "base"): AugmentSpec,
-    ("backend", "dali"): DaliBackend,
-    ("backend", "torch"): TorchBackend,
-    ("backend", "synthetic"): SyntheticBackend,
     ("trainer", "base"): TrainerSpec,
     ("bench", "base"): BenchSpec,
     ("doctor", "base"): DoctorSpec,
@@ -161,13 +159,36 @@ SCHEMAS: dict[tuple[str, str], type] = {
 }
 
 
+def schemas() -> dict[tuple[str, str], type]:
+    """Every schema by (group, name): the registered sources' and backends', then the rest."""
+    return {
+        **{("data", kind.name): kind.spec for kind in source_kinds()},
+        **{("backend", kind.name): kind.spec for kind in backend_kinds()},
+        **FIXED_SCHEMAS,
+    }
+
+
+def config_dir() -> Path:
+    """``conf/``: packaged as ``dali_pipes.conf`` in a wheel, top-level in a checkout."""
+    spec = importlib.util.find_spec("dali_pipes.conf")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parents[2] / "conf"
+
+
 def register() -> None:
-    """Put every schema into Hydra's ConfigStore as ``schema/<group>/<name>`` (idempotent)."""
+    """Put every schema into Hydra's ConfigStore as ``schema/<group>/<name>``, and a
+    registered source or backend that has no YAML option in ``conf/`` as the option
+    ``<group>/<name>`` itself (idempotent)."""
     store = ConfigStore.instance()
-    for (group, name), cls in SCHEMAS.items():
+    for (group, name), cls in schemas().items():
         node = OmegaConf.structured(cls)
         writable(node)  # a frozen dataclass, but a config the command line may override
         store.store(group=f"schema/{group}", name=name, node=node)
+        if group in ("data", "backend") and not (config_dir() / group / f"{name}.yaml").exists():
+            option = OmegaConf.structured(cls)
+            writable(option)
+            store.store(group=group, name=name, node=option)
 
 
 def writable(node: Any) -> None:

@@ -21,7 +21,8 @@ from dali_pipes.backends import check_name
 from dali_pipes.backends.specs import BackendSpec, LoaderSpec
 from dali_pipes.config.targets import check_trainer_targets
 from dali_pipes.config.trainer import TrainerSpec
-from dali_pipes.data.sources import Source, open_source
+from dali_pipes.data.interface import Labelled
+from dali_pipes.data.registry import open_source
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.data.storage import is_url
 from dali_pipes.errors import ConfigError, DaliPipesError
@@ -148,14 +149,14 @@ def seed_of(cfg: DictConfig) -> int:
     return value
 
 
-def _open_once(data: DataSpec, split: str, *, shared: bool) -> Source:
+def _open_once(data: DataSpec, split: str, *, shared: bool) -> Labelled:
     """The split's source. A bucket is listed once per job, not once per rank: with a
     process group (and the job's own ranks, ``shared``) rank 0 lists it and sends the
     listing, or its one-line error, to the others; a listing is paginated requests."""
     root = getattr(data, "root", None)
     if not (shared and root and is_url(root) and active()):
         return open_source(data, split)
-    listed: Source | DaliPipesError | None = None
+    listed: Labelled | DaliPipesError | None = None
     if ranks().rank == 0:
         try:
             listed = open_source(data, split)

@@ -29,15 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dali_pipes.data.shards import ShardLayout
+from dali_pipes.data.interface import Blocks, Labelled, ReadInBlocks
 from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class RankSampler:
-    """One rank's sample indices per epoch: ``DistributedSampler``'s (for files; a packed
-    dataset is read in :class:`StreamSampler`'s order)."""
+    """One rank's sample indices per epoch: ``DistributedSampler``'s (for independent
+    samples; a source read in blocks is read in :class:`StreamSampler`'s order)."""
 
     num_items: int
     spec: SamplingSpec
@@ -115,9 +115,11 @@ class RankSampler:
 
 @dataclass(frozen=True)
 class StreamSampler(RankSampler):
-    """The order for a packed dataset: shard by shard, so reads stay sequential-ish.
+    """The order for a source read in blocks (the shards of a pack, the row groups of
+    Parquet files; :class:`~dali_pipes.data.interface.ReadInBlocks`): block by block, so
+    reads stay sequential-ish.
 
-    Each epoch visits the shards in an order drawn from (seed, epoch) and concatenates
+    Each epoch visits the blocks in an order drawn from (seed, epoch) and concatenates
     their samples; rank ``r`` takes the ``r``-th contiguous run of that sequence (padded
     or truncated exactly like :class:`RankSampler`, so every rank has the same length and
     the ranks' samples are disjoint), then samples are shuffled within consecutive windows
@@ -130,17 +132,17 @@ class StreamSampler(RankSampler):
     is refused in one line (:meth:`check_resume`); the next epoch can start on any.
     """
 
-    layout: ShardLayout | None = None
+    layout: Blocks | None = None
 
     def stream(self, epoch: int) -> np.ndarray:
         """This rank's samples in shard order, before the window shuffle."""
         assert self.layout is not None
         spec, lay = self.spec, self.layout
-        shards = np.arange(lay.num_shards)
+        shards = np.arange(lay.num_blocks)
         if spec.shuffle:
             g = torch.Generator()
             g.manual_seed(spec.seed + epoch)
-            shards = torch.randperm(lay.num_shards, generator=g).numpy()
+            shards = torch.randperm(lay.num_blocks, generator=g).numpy()
         order = np.concatenate([lay.members(int(s)) for s in shards] or [np.zeros(0, np.int64)])
         per = self.num_samples
         total = per * spec.world_size
@@ -171,7 +173,7 @@ class StreamSampler(RankSampler):
 
     def positions(self, start: int = 0) -> np.ndarray:
         """A slot's place: this rank's run of the stream starts at ``rank * num_samples``
-        (ranks own contiguous runs; a packed dataset resumes on the saved world size only)."""
+        (ranks own contiguous runs; such an epoch resumes on the saved world size only)."""
         per, world = self.num_samples, self.spec.world_size
         first = self.spec.rank * per + start // world
         return first + np.arange(self.remaining(start), dtype=np.int64)
@@ -180,8 +182,9 @@ class StreamSampler(RankSampler):
         if start and world_size != self.spec.world_size:
             raise ConfigError(
                 f"loader state saved on world_size={world_size} cannot resume a packed dataset "
-                f"(data=shards) mid-epoch on world_size={self.spec.world_size}: its ranks read "
-                "contiguous runs of shards; resume on the saved world size, or start the next "
+                "(data=shards) or Parquet files (data=parquet) mid-epoch on "
+                f"world_size={self.spec.world_size}: their ranks read contiguous runs of "
+                "blocks; resume on the saved world size, or start the next "
                 "epoch with set_epoch"
             )
         super().check_resume(start, world_size, batch_size)
@@ -189,13 +192,16 @@ class StreamSampler(RankSampler):
         if start % world_size or per_rank % batch_size:
             raise ConfigError(
                 f"loader state samples_seen={start} is {start / world_size:g} samples per rank, "
-                f"not whole batches of batch_size={batch_size}, which a packed dataset "
-                "(data=shards) needs to resume mid-epoch; resume with the saved batch size"
+                f"not whole batches of batch_size={batch_size}, which a dataset read in blocks "
+                "(data=shards, data=parquet) needs to resume mid-epoch; resume with the saved "
+                "batch size"
             )
 
 
-def sampler_for(num_items: int, spec: SamplingSpec, layout: ShardLayout | None) -> RankSampler:
-    """DistributedSampler order for files; the streaming order for a packed dataset."""
-    if layout is None:
-        return RankSampler(num_items, spec)
-    return StreamSampler(num_items, spec, layout)
+def sampler_for(source: Labelled, spec: SamplingSpec) -> RankSampler:
+    """DistributedSampler order for independent samples; the streaming order for a source
+    read in blocks."""
+    blocks = source.blocks() if isinstance(source, ReadInBlocks) else None
+    if blocks is None:
+        return RankSampler(len(source), spec)
+    return StreamSampler(len(source), spec, blocks)

@@ -22,9 +22,9 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from dali_pipes.errors import DataError, unreadable
 #: Local reads: neighbouring samples at most this far apart are read in one call.
 MERGE_GAP = 64 * 1024
 _Block = tuple[int, int]  # (shard, block number)
+K = TypeVar("K")  # what a cached block is keyed by
+V = TypeVar("V")  # a block's content (or the error fetching it)
 
 
 class ShardReader:
@@ -44,7 +46,7 @@ class ShardReader:
     def __init__(self, layout: ShardLayout, storage: Storage | None = None) -> None:
         self.layout = layout
         self.storage: Storage = storage or storage_for(layout.tars[0] if layout.tars else "")
-        self._blocks: _BlockCache | None = None
+        self._blocks: BlockCache[_Block, bytes | DataError] | None = None
         self._fds: dict[int, int] = {}  # shard -> descriptor, local files
         self._pid = -1
         self._lock = threading.Lock()
@@ -113,7 +115,7 @@ class ShardReader:
                     return unreadable(path, exc, "the shard")
         return pread(path, fd, start, length)
 
-    def _cache(self) -> _BlockCache:
+    def _cache(self) -> BlockCache[_Block, bytes | DataError]:
         self._process()
         with self._lock:
             if self._blocks is None:
@@ -121,7 +123,7 @@ class ShardReader:
                 mean = float(lay.size.mean()) if len(lay.size) else 0.0
                 window = max(lay.shuffle_buffer, 1) * mean
                 capacity = 2 * math.ceil(window / size) + 4  # two windows, and their edges
-                self._blocks = _BlockCache(capacity)
+                self._blocks = BlockCache(capacity)
             return self._blocks
 
     def _from_blocks(self, idx: np.ndarray) -> list[np.ndarray | DataError]:
@@ -170,20 +172,22 @@ def _view(blob: bytes, start: int, length: int | np.integer) -> np.ndarray:
     return np.frombuffer(blob, np.uint8, count=int(length), offset=start)
 
 
-class _BlockCache:
-    """The most recently used ``capacity`` blocks of a process, and those in flight."""
+class BlockCache(Generic[K, V]):
+    """The most recently used ``capacity`` blocks of a process, and those in flight (also
+    the row groups of Parquet files, :mod:`dali_pipes.data.parquet`): a block is fetched
+    once however many threads ask for it, and one that failed is asked for again later."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.lock = threading.Lock()
-        self.blocks: OrderedDict[_Block, Future[bytes | DataError]] = OrderedDict()
+        self.blocks: OrderedDict[K, Future[V]] = OrderedDict()
 
-    def get(self, wanted: list[_Block], fetch: Any) -> dict[_Block, bytes | DataError]:
+    def get(self, wanted: list[K], fetch: Callable[[list[K]], list[V]]) -> dict[K, V]:
         """Each wanted block: from the cache, from a request another thread has in flight,
         or fetched here (``fetch(blocks) -> bytes or error each``) for the rest."""
-        mine: list[_Block] = []
+        mine: list[K] = []
         with self.lock:
-            futures = {}
+            futures: dict[K, Future[V]] = {}
             for key in wanted:
                 future = self.blocks.get(key)
                 if future is None:
@@ -208,7 +212,7 @@ class _BlockCache:
             )
         return {key: future.result() for key, future in futures.items()}
 
-    def _forget(self, keys: list[_Block], futures: dict[_Block, Future[Any]]) -> None:
+    def _forget(self, keys: list[K], futures: dict[K, Future[V]]) -> None:
         """Drop failed blocks, so that a later batch asks again."""
         with self.lock:
             for key in keys:

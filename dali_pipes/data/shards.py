@@ -78,10 +78,17 @@ def key_identity(member: str, tar: str = "") -> int:
     return int(match[1])
 
 
-def image_ext(path: str) -> str:
-    """The member extension for a source image file (``.jpeg`` is stored as ``jpg``)."""
+def image_ext(path: str, data: bytes = b"") -> str:
+    """The member extension for a source image (``.jpeg`` is stored as ``jpg``); a sample
+    whose name has no image extension (a Parquet row) gets its format's, from ``data``."""
     ext = os.path.splitext(path)[1].lower().lstrip(".")
-    return "jpg" if ext in ("jpg", "jpeg") else ext
+    if ext in ("jpg", "jpeg"):
+        return "jpg"
+    if ext in IMAGE_EXTS or not data:
+        return ext
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    return "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "jpg"
 
 
 def _member(tar: tarfile.TarFile, name: str, data: bytes) -> int:
@@ -305,6 +312,11 @@ class ShardLayout:
     @property
     def num_shards(self) -> int:
         """How many shards the pack has."""
+        return len(self.tars)
+
+    @property
+    def num_blocks(self) -> int:
+        """The shards as the sampler's blocks (:class:`~dali_pipes.data.interface.Blocks`)."""
         return len(self.tars)
 
     def members(self, shard: int) -> np.ndarray:

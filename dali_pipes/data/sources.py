@@ -1,9 +1,12 @@
-"""Dataset discovery: which files, which labels, which classes.
+"""The built-in sources: image folders (ImageFolder's order), packed shards, the synthetic
+split, and how each is opened from its ``data.*`` config.
 
 Folder discovery reproduces torchvision's ``ImageFolder`` exactly (sorted class folders,
 sorted ``os.walk`` order, case-insensitive extensions), so class indices and sample order
-are the ones a user of ``ImageFolder`` already has. Every backend reads the same
-:class:`ImageSource`; a synthetic source has labels but no files.
+are the ones a user of ``ImageFolder`` already has. Every backend reads an
+:class:`ImageSource` through the source interface (:mod:`dali_pipes.data.interface`); a
+synthetic source has labels but no files. The openers are registered in
+:mod:`dali_pipes.data.registry`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from dali_pipes.data.interface import Blocks, Indices, Labelled, SampleStat, Source
 from dali_pipes.data.manifest import read_manifest
+from dali_pipes.data.policy import OnError
+from dali_pipes.data.registry import SPLITS, open_source
 from dali_pipes.data.shard_reader import ShardReader
 from dali_pipes.data.shards import ShardLayout, open_split
 from dali_pipes.data.specs import (
-    TOLERATE,
-    DataSpec,
     FolderData,
     SampleData,
     ShardData,
@@ -29,6 +33,7 @@ from dali_pipes.data.specs import (
 )
 from dali_pipes.data.storage import is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.image.decode import Blob
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
@@ -37,7 +42,8 @@ log = logging.getLogger(__name__)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 #: Formats ImageFolder would list but torchvision.io cannot decode.
 UNSUPPORTED_EXTENSIONS = (".bmp", ".ppm", ".pgm", ".tif", ".tiff")
-SPLITS = ("train", "val")
+
+__all__ = ["SPLITS", "ImageSource", "Labelled", "Source", "SyntheticSource", "open_source"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +52,9 @@ class ImageSource:
 
     ``files`` names every sample (a path, or ``shard.tar:member`` for a packed dataset);
     :meth:`read` returns their bytes either way. A sample's augmentation is keyed by
-    :meth:`identity`, the same for a file and for its packed copy.
+    :meth:`identity`, the same for a file and for its packed copy. Besides the
+    :class:`~dali_pipes.data.interface.Source` interface it offers the ``rejected``,
+    ``layout``, ``local_paths`` (a folder), ``blocks`` (packed) and ``stats`` capabilities.
     """
 
     root: str
@@ -69,7 +77,7 @@ class ImageSource:
     def __len__(self) -> int:
         return len(self.files)
 
-    def read(self, indices: list[int] | np.ndarray) -> list[np.ndarray | DataError]:
+    def read(self, indices: Indices) -> list[Blob]:
         """Each sample's encoded bytes, or the error naming it (raised later, or skipped);
         every read within ``read_timeout`` (:mod:`dali_pipes.image.reads`)."""
         reader: ShardReader | None = self._reader  # type: ignore[attr-defined]
@@ -87,7 +95,7 @@ class ImageSource:
         [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)
         return [blobs] * len(indices) if isinstance(blobs, DataError) else blobs
 
-    def identity(self, indices: list[int] | np.ndarray) -> np.ndarray:
+    def identity(self, indices: Indices) -> np.ndarray:
         """What each sample's random augmentation is drawn from (with seed and epoch): the
         index of its file in the folder's ImageFolder order. For a folder that is the
         sample's index here; a packed sample carries it in its key (the packing shuffled
@@ -96,6 +104,27 @@ class ImageSource:
         idx = np.asarray(indices, dtype=np.int64)
         ids = None if self.layout is None else self.layout.ids
         return idx if ids is None else ids[idx]
+
+    def name(self, index: int) -> str:
+        """The sample's path (``shard.tar:member`` for a packed one)."""
+        return self.files[index]
+
+    def local_paths(self) -> tuple[str, ...] | None:
+        """The files, when they are local files (not packed, not in a bucket)."""
+        return None if self.layout is not None or is_url(self.root) else self.files
+
+    def blocks(self) -> Blocks | None:
+        """A packed split's shards (its samples are read shard by shard); None for files."""
+        return self.layout
+
+    def stats(self) -> list[SampleStat]:
+        """Size and version of each file (one listing per folder of a bucket), or one line
+        naming a file that went away since it was listed."""
+        stats = self._storage.stat(self.files)  # type: ignore[attr-defined]
+        for path, st in zip(self.files, stats, strict=True):
+            if st is None:
+                raise DataError(f"{path}: gone since the folder was listed; rerun the pack")
+        return [st for st in stats if st is not None]
 
     @property
     def num_classes(self) -> int:
@@ -122,9 +151,6 @@ class SyntheticSource:
 
     def __len__(self) -> int:
         return self.num_samples
-
-
-Source = ImageSource | SyntheticSource
 
 
 def discover_folder(
@@ -158,7 +184,7 @@ def discover_folder(
             )
             if listing.excluded_count > excluded_before:  # the user left them out: no mistake
                 message = f"every image of class folder {folder} is in the scan manifest"
-            elif on_error not in TOLERATE:
+            elif not OnError(on_error).tolerates:
                 raise DataError(message)
             log.warning("%s (class %d kept, with no samples)", message, index)
     if listing.ignored:
@@ -212,9 +238,11 @@ class _Listing:
         return found
 
     def _reject(self, path: str, message: str) -> None:
-        if self.on_error not in TOLERATE:
-            raise DataError(f"{path}: {message}, or remove it")
-        self.rejected.append((path, message))
+        OnError(self.on_error).judge(
+            path,
+            DataError(f"{path}: {message}, or remove it"),
+            lambda _, __: self.rejected.append((path, message)),
+        )
 
 
 def _walk(folder: Path) -> list[os.DirEntry[str]]:
@@ -334,46 +362,49 @@ def _class_folders(top: Path) -> list[str]:
     return classes
 
 
-def open_source(data: DataSpec, split: str) -> Source:
-    """Resolve a data config into the source of one split (``train`` or ``val``)."""
-    if split not in SPLITS:
-        raise ConfigError(f"split={split!r} is invalid: choose one of {SPLITS}")
-    if isinstance(data, SyntheticData):
-        return SyntheticSource(data.num_samples, data.num_classes)
-    if isinstance(data, ShardData):
-        if not data.root:
-            raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
-        names, labels, classes, layout = open_split(
-            data.root, split, data.shuffle_buffer, data.block_mb
-        )
-        return ImageSource(
-            root=data.root if is_url(data.root) else str(Path(data.root).expanduser()),
-            files=tuple(names),
-            labels=labels,
-            classes=tuple(classes),
-            layout=layout,
-            read_timeout=data.read_timeout,
-        )
-    if isinstance(data, SampleData):
-        from dali_pipes.data.sample_set import ensure_sample_dataset
-
-        root = ensure_sample_dataset(data.root, data.train_per_class, data.val_per_class)
-        return discover_folder(
-            root / split,
-            on_error=data.on_error,
-            exclude=data.exclude,
-            read_timeout=data.read_timeout,
-        )
-    if isinstance(data, FolderData):
-        if not data.root:
-            raise ConfigError("data.root is not set: pass data.root=/path/to/images")
-        sub = data.train_dir if split == "train" else data.val_dir
-        return discover_folder(
-            join(data.root, sub) if sub else data.root,
-            on_error=data.on_error,
-            exclude=data.exclude,
-            read_timeout=data.read_timeout,
-        )
-    raise ConfigError(
-        f"data={data.name!r} has no source: use folder, imagenet, sample or synthetic"
+def open_folder(data: FolderData, split: str) -> ImageSource:
+    """A split of an image folder: ``root``, or its ``train_dir``/``val_dir`` subfolder."""
+    if not data.root:
+        raise ConfigError("data.root is not set: pass data.root=/path/to/images")
+    sub = data.train_dir if split == "train" else data.val_dir
+    return discover_folder(
+        join(data.root, sub) if sub else data.root,
+        on_error=data.on_error,
+        exclude=data.exclude,
+        read_timeout=data.read_timeout,
     )
+
+
+def open_sample(data: SampleData, split: str) -> ImageSource:
+    """A split of the embedded sample dataset, generated on first use."""
+    from dali_pipes.data.sample_set import ensure_sample_dataset
+
+    root = ensure_sample_dataset(data.root, data.train_per_class, data.val_per_class)
+    return discover_folder(
+        root / split,
+        on_error=data.on_error,
+        exclude=data.exclude,
+        read_timeout=data.read_timeout,
+    )
+
+
+def open_shards(data: ShardData, split: str) -> ImageSource:
+    """A split of a dataset packed by ``python -m dali_pipes.pack``."""
+    if not data.root:
+        raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
+    names, labels, classes, layout = open_split(
+        data.root, split, data.shuffle_buffer, data.block_mb
+    )
+    return ImageSource(
+        root=data.root if is_url(data.root) else str(Path(data.root).expanduser()),
+        files=tuple(names),
+        labels=labels,
+        classes=tuple(classes),
+        layout=layout,
+        read_timeout=data.read_timeout,
+    )
+
+
+def open_synthetic(data: SyntheticData, split: str) -> SyntheticSource:
+    """Virtual samples: labels, no images."""
+    return SyntheticSource(data.num_samples, data.num_classes)

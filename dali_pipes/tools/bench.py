@@ -38,8 +38,8 @@ from dali_pipes.config import cli
 from dali_pipes.config.schemas import BenchSpec
 from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.data.files import write_text
-from dali_pipes.data.sources import ImageSource
-from dali_pipes.errors import DaliPipesError, require
+from dali_pipes.data.interface import Source, images_of
+from dali_pipes.errors import require
 from dali_pipes.runtime.distributed import cpu_share
 from dali_pipes.tools.bench_candidates import (
     CANDIDATES,
@@ -62,9 +62,7 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     unknown = sorted(set(names) - set(CANDIDATES))
     require(not unknown, "bench.candidates", unknown, f"choose from {', '.join(CANDIDATES)}")
     spec = loader_spec(cfg, "train", rank=0, world_size=1)
-    source = spec.source
-    if not isinstance(source, ImageSource):
-        raise DaliPipesError("bench needs image files: use data=folder, imagenet or sample")
+    source = images_of(spec.source, "bench measures image loaders", "choose a dataset")
     cores = cpu_share()
     workers = cores if bench.workers is None else bench.workers
     run = BenchRun(cfg, bench, spec, source, cores, workers, torch.cuda.is_available())
@@ -169,7 +167,7 @@ def _cpu_model() -> str:
 
 def _report(
     cfg: DictConfig,
-    source: ImageSource,
+    source: Source,
     batch: int,
     workers: int,
     results: list[Measurement],
@@ -194,7 +192,7 @@ def _report(
         rows.append(row)
     return {
         **environment(),
-        "dataset": {"root": source.root, "images": len(source), "classes": source.num_classes},
+        "dataset": {"root": source.root, "images": len(source), "classes": len(source.classes)},
         "batch_size": batch,
         "workers": workers,
         "augment": OmegaConf.to_container(cfg.augment),

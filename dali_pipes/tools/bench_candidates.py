@@ -30,7 +30,8 @@ from dali_pipes.backends.specs import (
 )
 from dali_pipes.config.schemas import BenchSpec, PackSpec
 from dali_pipes.config.specs import to_spec
-from dali_pipes.data.sources import ImageSource, open_source
+from dali_pipes.data.interface import Source, local_paths_of
+from dali_pipes.data.sources import ImageSource, open_shards
 from dali_pipes.data.specs import ShardData
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import local_gpu
@@ -47,7 +48,7 @@ class BenchRun:
     cfg: DictConfig
     bench: BenchSpec
     spec: LoaderSpec  # the train split, one process
-    source: ImageSource
+    source: Source
     cores: int
     workers: int  # DataLoader workers of the baseline and the torch backend
     cuda: bool
@@ -112,6 +113,16 @@ class BenchRun:
             result = self.timed(name, lambda: loader)
         result.note = loader.note
         return result
+
+    def on_folder(
+        self, name: str, measure: Callable[[tuple[str, ...]], Measurement]
+    ) -> Measurement:
+        """A candidate that reads the files of an image folder itself (``measure(paths)``);
+        skipped, in one line in its row, for data that is not local files."""
+        paths = local_paths_of(self.source)
+        if paths is None:
+            return Measurement(name, note="skipped: reads an image folder; the data is not one")
+        return measure(paths)
 
     def peer(self, name: str, build: Callable[[PeerTask], Any]) -> Measurement:
         """A peer loader (:mod:`~dali_pipes.tools.peers`) built by ``build`` on this run's
@@ -182,7 +193,7 @@ class Candidate:
 
 
 def baseline(
-    source: ImageSource, augment: AugmentSpec, batch: int, workers: int, cuda: bool
+    source: Source, augment: AugmentSpec, batch: int, workers: int, cuda: bool
 ) -> Callable[[], Iterable[Any]]:
     """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
     as torchvision v2 transforms (each op's ``torchvision()``)."""
@@ -239,10 +250,10 @@ def _decode_worker(paths: list[str], images: int) -> float:
     return time.perf_counter() - start
 
 
-def decode_ceiling(source: ImageSource, cores: int, images: int, repeats: int) -> Measurement:
+def decode_ceiling(paths: tuple[str, ...], cores: int, images: int, repeats: int) -> Measurement:
     """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
     result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
-    shards = [list(source.files[i::cores]) for i in range(cores)]
+    shards = [list(paths[i::cores]) for i in range(cores)]
     per = max(1, images // cores)
     with get_context("spawn").Pool(cores) as pool:
         pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
@@ -263,15 +274,16 @@ def packed(cfg: DictConfig, where: str) -> ImageSource:
         pack_cfg = OmegaConf.create({"data": cfg.data, "out": where, "pack": {}})
         pack_cfg.pack = OmegaConf.structured(PackSpec)
         run_pack(pack_cfg)
-    source = open_source(ShardData(root=where), "train")
-    assert isinstance(source, ImageSource)
-    return source
+    return open_shards(ShardData(root=where), "train")
 
 
 def _baseline(run: BenchRun) -> Measurement:
     s = run.spec
-    return run.timed(
-        "baseline", baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda)
+    return run.on_folder(
+        "baseline",
+        lambda _: run.timed(
+            "baseline", baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda)
+        ),
     )
 
 
@@ -312,7 +324,10 @@ CANDIDATES: dict[str, Candidate] = {
         Candidate(
             "decode",
             "full libjpeg-turbo decodes on every core: the CPU's decode ceiling",
-            lambda r: decode_ceiling(r.source, r.cores, r.bench.min_images, r.bench.repeats),
+            lambda r: r.on_folder(
+                "decode",
+                lambda paths: decode_ceiling(paths, r.cores, r.bench.min_images, r.bench.repeats),
+            ),
             default=True,
         ),
         Candidate(

@@ -27,7 +27,7 @@ import torch
 from dali_pipes.augment.ops.crop import RandomResizedCrop
 from dali_pipes.augment.ops.flip import HorizontalFlip
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.interface import Source, local_paths_of
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.distributed import cpu_share
 
@@ -50,9 +50,9 @@ def example_crop(spec: LoaderSpec) -> RandomResizedCrop:
     return crop
 
 
-def _folder(spec: LoaderSpec) -> ImageSource:
+def _folder(spec: LoaderSpec) -> Source:
     source = spec.source
-    if not isinstance(source, ImageSource) or source.layout is not None:
+    if not isinstance(source, Source) or local_paths_of(source) is None:
         raise DaliPipesError(
             "dali-raw reads an image folder with DALI's readers.file; use data=folder, "
             "imagenet or sample, or leave dali-raw and dali-raw-gpu out of bench.candidates"

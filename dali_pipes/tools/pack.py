@@ -1,6 +1,8 @@
-"""``python -m dali_pipes.pack data=folder data.root=DIR out=SHARDS``: folders -> tar shards.
+"""``python -m dali_pipes.pack data=folder data.root=DIR out=SHARDS``: a dataset -> tar shards.
 
-``DIR`` and ``SHARDS`` are local folders or bucket prefixes (``s3://bucket/prefix``).
+``DIR`` and ``SHARDS`` are local folders or bucket prefixes (``s3://bucket/prefix``); any
+source packs (``data=parquet`` too), read through the source interface
+(:mod:`dali_pipes.data.interface`).
 
 Reading millions of small files costs a file open and a seek each; a packed dataset is a
 few hundred large files read nearly sequentially (:mod:`dali_pipes.data.shards` has the layout).
@@ -34,6 +36,9 @@ from tqdm import tqdm
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import PackSpec
 from dali_pipes.config.specs import to_spec
+from dali_pipes.data.interface import SampleStat, Source, Stats, images_of
+from dali_pipes.data.policy import OnError
+from dali_pipes.data.registry import open_source
 from dali_pipes.data.s3 import split_url
 from dali_pipes.data.shards import (
     FORMAT,
@@ -47,9 +52,8 @@ from dali_pipes.data.shards import (
     write_json,
     write_shard,
 )
-from dali_pipes.data.sources import ImageSource, open_source
-from dali_pipes.data.specs import TOLERATE, DataSpec, ShardData
-from dali_pipes.data.storage import Stat, Storage, is_url, join, storage_for
+from dali_pipes.data.specs import DataSpec, ShardData
+from dali_pipes.data.storage import Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import header_size
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
@@ -62,14 +66,16 @@ class Part:
     """One directory of shards: a split, or both when they read the same folder."""
 
     name: str
-    source: ImageSource
+    source: Source
     shards: list[list[int]]  # sample indices (into source) of each shard, in order
 
 
-def _parts(data: DataSpec) -> tuple[dict[str, str], list[ImageSource], list[str]]:
-    train, val = open_source(data, "train"), open_source(data, "val")
-    assert isinstance(train, ImageSource) and isinstance(val, ImageSource)
-    if train.root == val.root:
+def _parts(data: DataSpec) -> tuple[dict[str, str], list[Source], list[str]]:
+    train, val = (
+        images_of(open_source(data, split), "pack packs image files", "choose a dataset")
+        for split in ("train", "val")
+    )
+    if _same_samples(train, val):
         return {"train": "all", "val": "all"}, [train], ["all"]
     if train.classes != val.classes:
         raise DataError(
@@ -79,18 +85,33 @@ def _parts(data: DataSpec) -> tuple[dict[str, str], list[ImageSource], list[str]
     return {"train": "train", "val": "val"}, [train, val], ["train", "val"]
 
 
-def source_stats(source: ImageSource) -> list[tuple[int, str]]:
-    """Size and version of each of the source's files (one listing per folder of a bucket),
-    or one line naming a file that went away since it was listed."""
-    stats: list[Stat] = storage_for(source.root).stat(source.files)
-    for path, st in zip(source.files, stats, strict=True):
-        if st is None:
-            raise DataError(f"{path}: gone since the folder was listed; rerun the pack")
-    return [st for st in stats if st is not None]
+def _same_samples(train: Source, val: Source) -> bool:
+    """Whether both splits read the same samples (a folder without train_dir/val_dir)."""
+    return len(train) == len(val) and all(train.name(i) == val.name(i) for i in range(len(train)))
+
+
+def source_stats(source: Source) -> list[SampleStat]:
+    """Size and version of each sample: the source's own (a folder's ``stat``s), else each
+    sample read once and measured, its version a hash of its bytes (an unreadable one
+    counts as empty here; packing it meets the bad-file policy)."""
+    if isinstance(source, Stats):
+        return source.stats()
+    stats: list[SampleStat] = []
+    for first in range(0, len(source), _MEASURED):
+        for blob in source.read(range(first, min(first + _MEASURED, len(source)))):
+            if isinstance(blob, DataError):
+                stats.append((0, "unreadable"))
+            else:
+                stats.append((len(blob), hashlib.blake2b(blob.data, digest_size=8).hexdigest()))
+    return stats
+
+
+#: Samples read per call while measuring a source without stats.
+_MEASURED = 256
 
 
 def plan_shards(
-    source: ImageSource, shard_bytes: float, seed: int, stats: list[tuple[int, str]]
+    source: Source, shard_bytes: float, seed: int, stats: list[tuple[int, str]]
 ) -> list[list[int]]:
     """Shuffle the samples (seeded) and cut them into shards of about ``shard_bytes``
     (``stats``: each file's size and version, :func:`source_stats`)."""
@@ -114,7 +135,7 @@ def _fingerprint(parts: list[Part], stats: list[list[tuple[int, str]]], spec: Pa
         for shard in part.shards:
             for i in shard:
                 size, version = part_stats[i]
-                line = f"{part.source.files[i]}\0{part.source.labels[i]}\0{size}\0"
+                line = f"{part.source.name(i)}\0{part.source.labels[i]}\0{size}\0"
                 digest.update(f"{line}{version}\n".encode())
             digest.update(b"--\n")
     return digest.hexdigest()
@@ -160,19 +181,20 @@ def _prepare_out(storage: Storage, out: str, fingerprint: str, overwrite: bool) 
     return False
 
 
-def _load(source: ImageSource, i: int, data: DataSpec) -> ShardSample | None:
-    path = source.files[i]
+def _load(source: Source, i: int, data: DataSpec) -> ShardSample | None:
+    path = source.name(i)
     blob = source.read([i])[0]
-    try:
-        header_size(blob, path, data.max_pixels)
-    except DataError as exc:
-        if data.on_error not in TOLERATE:
-            raise
-        log.warning("skipping %s", exc)
+    checked = OnError(data.on_error).attempt(
+        path,
+        lambda: header_size(blob, path, data.max_pixels),
+        lambda _, exc: log.warning("skipping %s", exc),
+    )
+    if checked is None:
         return None
     assert not isinstance(blob, DataError)  # header_size raised the read error
     key = sample_key(i)  # the sample's identity: its draws follow it into the shards
-    return ShardSample(key, image_ext(path), blob.tobytes(), int(source.labels[i]), path)
+    data_bytes = blob.tobytes()
+    return ShardSample(key, image_ext(path, data_bytes), data_bytes, int(source.labels[i]), path)
 
 
 def run_pack(cfg: DictConfig) -> dict[str, Any]:
@@ -268,7 +290,7 @@ def _write_part(
         else:
             samples = [_load(part.source, i, data) for i in shard]
             progress.skipped += [
-                [part.source.files[i]] for i, s in zip(shard, samples, strict=True) if not s
+                [part.source.name(i)] for i, s in zip(shard, samples, strict=True) if not s
             ]
             write_shard(storage, directory, number, [s for s in samples if s is not None])
             progress.written += 1

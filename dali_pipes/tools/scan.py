@@ -35,10 +35,13 @@ from dali_pipes.backends.dali.graph import DaliGraph, GraphDevices
 from dali_pipes.config import cli
 from dali_pipes.config.schemas import ScanSpec
 from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.data.interface import Rejects, Source, images_of
 from dali_pipes.data.manifest import write_manifest
-from dali_pipes.data.sources import ImageSource, SyntheticSource, open_source
+from dali_pipes.data.registry import open_source
+from dali_pipes.data.sources import SyntheticSource
 from dali_pipes.data.specs import DataSpec
-from dali_pipes.errors import DaliPipesError, DataError
+from dali_pipes.errors import DataError
+from dali_pipes.image.decode import Blob
 from dali_pipes.runtime.distributed import cpu_share
 
 log = logging.getLogger("dali_pipes.scan")
@@ -54,20 +57,30 @@ class Decoders:
 
 
 _probes: dict[int, Probe] = {}  # this worker process's DALI decoders, built once
+#: This worker process's sources and decoders (sent once, when the worker starts).
+_work: tuple[list[Source], Decoders] | None = None
+#: Samples a worker reads per call (a Parquet row group, neighbouring shard members).
+CHUNK = 16
 
 
 def check_file(path: str, decoders: Decoders | int) -> str:
-    """ "" if every decoder decodes the file to an image of its header's size, else the
-    reason (``decoders`` as a number: ``max_pixels``, torchvision only)."""
+    """ "" if every decoder decodes the file (a path or a URL) to an image of its header's
+    size, else the reason (``decoders`` as a number: ``max_pixels``, torchvision only)."""
     from dali_pipes.data.storage import storage_for
-    from dali_pipes.image.decode import decode_bytes, header_size
     from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
+
+    [blob] = storage_for(path).read_many([path], DEFAULT_READ_TIMEOUT)  # a file or an object
+    return check_blob(blob, path, decoders)
+
+
+def check_blob(blob: Blob, path: str, decoders: Decoders | int) -> str:
+    """:func:`check_file` for a sample already read (or the error of its read)."""
+    from dali_pipes.image.decode import decode_bytes, header_size
 
     if isinstance(decoders, int):
         decoders = Decoders(decoders)
     torch.set_num_threads(1)
     try:
-        [blob] = storage_for(path).read_many([path], DEFAULT_READ_TIMEOUT)  # a file or an object
         image = decode_bytes(blob, path, decoders.max_pixels)
         height, width = header_size(blob, path)
     except DataError as exc:
@@ -89,8 +102,21 @@ def _no_hint(kind: str) -> str:
     return f"a {kind} failure while checking files: run the scan again"
 
 
-def _check(args: tuple[str, Decoders]) -> tuple[str, str]:
-    return args[0], check_file(*args)
+def _start_worker(sources: list[Source], decoders: Decoders) -> None:
+    global _work
+    _work = (sources, decoders)
+
+
+def _check(chunk: tuple[int, list[int]]) -> list[tuple[str, str]]:
+    """(name, "" or the reason) of each sample of one source's chunk, read in one call."""
+    assert _work is not None
+    sources, decoders = _work
+    source = sources[chunk[0]]
+    blobs = source.read(chunk[1])
+    return [
+        (name := source.name(i), check_blob(blob, name, decoders))
+        for i, blob in zip(chunk[1], blobs, strict=True)
+    ]
 
 
 def decoders_for(cfg: DictConfig, data: DataSpec) -> Decoders:
@@ -117,26 +143,34 @@ def kind_of(reason: str) -> str:
 
 
 def run_scan(cfg: DictConfig) -> dict[str, Any]:
-    """Check every file of ``cfg.data``'s splits the way a run would; write the manifest of
-    bad files for ``data.exclude``; return the report."""
+    """Check every sample of ``cfg.data``'s splits the way a run would; write the manifest
+    of bad ones for ``data.exclude``; return the report."""
     scan = to_spec(cfg.scan, ScanSpec)
     data = to_spec(cfg.data, DataSpec)
     # List everything, the formats the backends refuse included: they are findings too.
     data = replace(data, on_error="skip", exclude=None)
-    files: dict[str, str] = {}  # path -> "" or the reason it was left out at listing
+    files: dict[str, str] = {}  # name -> "" or the reason it was left out at listing
+    sources: list[Source] = []
+    todo: list[tuple[int, list[int]]] = []  # (source, indices): each name checked once
     for split in scan.splits:
-        source = open_source(data, split)
-        if not isinstance(source, ImageSource):
-            raise DaliPipesError("scan needs image files: data=synthetic has none")
-        files.update(dict.fromkeys(source.files, ""))
-        files.update(dict(source.rejected))
+        source = images_of(open_source(data, split), "scan checks image files", "choose a dataset")
+        sources.append(source)
+        fresh = [i for i in range(len(source)) if source.name(i) not in files]
+        files.update((source.name(i), "") for i in fresh)
+        todo += [(len(sources) - 1, fresh[k : k + CHUNK]) for k in range(0, len(fresh), CHUNK)]
+        if isinstance(source, Rejects):
+            files.update(dict(source.rejected))
     decoders = decoders_for(cfg, data)
-    todo = [(path, decoders) for path, reason in files.items() if not reason]
     workers = scan.workers or cpu_share()
-    with get_context("spawn").Pool(workers) as pool:
-        results = pool.imap_unordered(_check, todo, chunksize=8)
-        for path, reason in tqdm(results, total=len(todo), desc="scan", unit="file", disable=None):
-            files[path] = reason
+    total = sum(len(chunk) for _, chunk in todo)
+    context = get_context("spawn")
+    with (
+        context.Pool(workers, _start_worker, (sources, decoders)) as pool,
+        tqdm(total=total, desc="scan", unit="file", disable=None) as bar,
+    ):
+        for checked in pool.imap_unordered(_check, todo):
+            files.update(checked)
+            bar.update(len(checked))
     bad = {path: reason for path, reason in files.items() if reason}
     write_manifest(Path(scan.out), bad.items())
     kinds = collections.Counter(kind_of(reason) for reason in bad.values())

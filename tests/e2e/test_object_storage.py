@@ -143,7 +143,7 @@ def test_imagenet_layout_reads_train_and_val_under_the_prefix(s3: S3Server) -> N
             assert len(loader) == 1 and sum(len(y) for _, y in loader) == 13
         files = open_source(
             FolderData(root=f"s3://{BUCKET}/imagenet/", train_dir="train", val_dir="val"), split
-        ).files  # type: ignore[union-attr]
+        ).files  # type: ignore[attr-defined]
         assert len(files) == 13 and all(
             f.startswith(f"s3://{BUCKET}/imagenet/{split}/") for f in files
         )

@@ -25,5 +25,5 @@ if rank != 0:
     os.environ["AWS_MAX_ATTEMPTS"] = "1"
 init(torch.device("cpu"))
 spec = loader_spec(compose_config(["data=folder", f"data.root={url}", "backend=torch"]), "train")
-(out / f"rank{rank}.json").write_text(json.dumps(list(spec.source.files)))  # type: ignore[union-attr]
+(out / f"rank{rank}.json").write_text(json.dumps(list(spec.source.files)))  # type: ignore[attr-defined]
 shutdown()  # a process group left to the interpreter's exit can abort it (gloo)

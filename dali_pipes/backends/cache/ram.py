@@ -21,7 +21,7 @@ from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
 from dali_pipes.backends.cache.store import DecodedImages, cached_batch
 from dali_pipes.backends.handover import Normalizer, normalized
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.interface import images_of
 from dali_pipes.runtime.distributed import cpu_share
 
 
@@ -66,8 +66,7 @@ class CachedLoader(Loader):
         sizes = [img.shape[-2:] for img in images]  # type: ignore[union-attr]
         spec = self.spec
         pipeline = spec.augment.pipeline(spec.train)
-        source = spec.source
-        assert isinstance(source, ImageSource)
+        source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
         draw = pipeline.draw(sizes, source.identity(keep), spec.sampling.seed, plan.epoch)
         out = []
         for j, image in enumerate(images):

@@ -31,11 +31,9 @@ import torch
 from dali_pipes.backends.base import BadFiles
 from dali_pipes.backends.cache.shared import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.sources import ImageSource
-from dali_pipes.data.specs import TOLERATE
-from dali_pipes.data.substitutes import first_good
+from dali_pipes.data.interface import Source, images_of
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import decode_bytes, header_size
+from dali_pipes.image.decode import Blob, decode_bytes, header_size
 from dali_pipes.runtime.distributed import cpu_share, ranks
 
 log = logging.getLogger("dali_pipes.data")
@@ -70,23 +68,19 @@ class DecodedImages:
         pool: ThreadPoolExecutor,
         channels_last: bool = False,
     ) -> None:
-        if not isinstance(spec.source, ImageSource):
-            raise ConfigError("data.cache holds decoded images; data=synthetic has none")
+        source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
         self.spec = spec
+        self.policy = spec.policy
         self.store = store
         self.bad = bad
         self.channels_last = channels_last
         self._pool = pool
         self.decoded_here = 0
-        self.images: list[torch.Tensor | None] = self._decode_all(spec.source)
+        self.images: list[torch.Tensor | None] = self._decode_all(source)
         if store.type == "cuda":  # decoded on the pool's streams: done before anyone reads
             torch.cuda.synchronize(store)
 
-    @property
-    def _skip(self) -> bool:
-        return self.spec.on_error in TOLERATE
-
-    def _decode_all(self, source: ImageSource) -> list[torch.Tensor | None]:
+    def _decode_all(self, source: Source) -> list[torch.Tensor | None]:
         group = node_group(self._fingerprint(source)) if self._node_shares() else None
         if group is not None:
             return self._decode_shared(source, group)
@@ -119,13 +113,14 @@ class DecodedImages:
             and (sampling.rank, sampling.world_size) == (where.rank, where.world_size)
         )
 
-    def _fingerprint(self, source: ImageSource) -> str:
-        """What makes two ranks' decoded copies equal: the files and how they are decoded."""
+    def _fingerprint(self, source: Source) -> str:
+        """What makes two ranks' decoded copies equal: the samples and how they are decoded."""
         spec = self.spec
-        text = "\0".join([source.root, str(spec.max_pixels), spec.on_error, *source.files])
+        names = (source.name(i) for i in range(len(source)))
+        text = "\0".join([source.root, str(spec.max_pixels), spec.on_error, *names])
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def _decode_shared(self, source: ImageSource, group: NodeGroup) -> list[torch.Tensor | None]:
+    def _decode_shared(self, source: Source, group: NodeGroup) -> list[torch.Tensor | None]:
         log.info(
             "data.cache=ram: local rank %d of %d decoding its part of %d images into the "
             "node's shared copy (%s)",
@@ -144,7 +139,7 @@ class DecodedImages:
             workers=cpu_share(),
         )
         for i, reason in sorted(shared.failures.items()):
-            self.bad.add(source.files[i], reason, count=False)
+            self.bad.add(source.name(i), reason, count=False)
         self.decoded_here = shared.filled_here
         log.info(
             "data.cache=ram: local rank %d decoded %d of %d images; the node's one copy "
@@ -170,29 +165,30 @@ class DecodedImages:
                 f"(or {'ram' if on_gpu else 'a smaller dataset'})"
             )
 
-    def _shapes(self, source: ImageSource, indices: range) -> list[Shape | None]:
+    def _shapes(self, source: Source, indices: range) -> list[Shape | None]:
         """Each image's decoded shape from its header (None: unreadable, reported when
         decoding)."""
         shapes: list[Shape | None] = []
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
             try:
-                h, w = header_size(blob, source.files[i], self.spec.max_pixels)
+                h, w = header_size(blob, source.name(i), self.spec.max_pixels)
             except DataError:
                 shapes.append(None)
                 continue
             shapes.append((3, h, w))
         return shapes
 
-    def _decode_chunk(self, source: ImageSource, indices: range) -> list[torch.Tensor | None]:
+    def _decode_chunk(self, source: Source, indices: range) -> list[torch.Tensor | None]:
         torch.set_num_threads(1)
         out: list[torch.Tensor | None] = []
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
-            try:
-                image = decode_bytes(blob, source.files[i], self.spec.max_pixels)
-            except DataError as exc:
-                if not self._skip:
-                    raise
-                self.bad.add(source.files[i], exc, count=False)
+            name = source.name(i)
+            image = self.policy.attempt(
+                name,
+                lambda: decode_bytes(blob, name, self.spec.max_pixels),  # noqa: B023 (run here)
+                lambda n, exc: self.bad.add(n, exc, count=False),
+            )
+            if image is None:
                 out.append(None)
                 continue
             if self.channels_last:
@@ -201,29 +197,19 @@ class DecodedImages:
         return out
 
     def _fill(
-        self, source: ImageSource, indices: range, slot: Callable[[int], np.ndarray | None]
+        self, source: Source, indices: range, slot: Callable[[int], np.ndarray | None]
     ) -> dict[int, str]:
         """Decode ``indices`` into their slots of the shared copy; under ``on_error=skip``
         return the ones that failed, with the reason."""
         torch.set_num_threads(1)
         failed: dict[int, str] = {}
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
-            path = source.files[i]
-            try:
-                image = decode_bytes(blob, path, self.spec.max_pixels)
-                target = slot(i)
-                if target is None or target.shape != image.shape:
-                    said = "no size" if target is None else "x".join(map(str, target.shape))
-                    raise DataError(
-                        f"{path}: decodes to {'x'.join(map(str, image.shape))} but its header "
-                        f"said {said}; the file changed while caching, or re-encode it"
-                    )
-            except DataError as exc:
-                if not self._skip:
-                    raise
-                failed[i] = str(exc)
-                continue
-            target[...] = image.numpy()
+            path = source.name(i)
+            self.policy.attempt(  # each lambda is called before the loop moves on
+                path,
+                lambda: _fill_slot(blob, path, slot(i), self.spec.max_pixels),  # noqa: B023
+                lambda _, exc: failed.__setitem__(i, str(exc)),  # noqa: B023
+            )
         return failed
 
 
@@ -238,21 +224,36 @@ def cached_batch(
     """The samples a batch of the plan holds from the decoded copy: an image that failed to
     decode is reported (counted this epoch) and, under ``on_error=skip``, replaced by its
     substitute (:mod:`dali_pipes.data.substitutes`); under ``drop`` left out."""
-    files = spec.source.files  # type: ignore[union-attr]
+    source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
+    policy = spec.policy
 
     def decoded(i: int) -> int | None:
         if images[i] is not None:
             return i
-        bad.add(files[i], bad.reasons.get(files[i], "could not be decoded"))
+        name = source.name(i)
+        bad.add(name, bad.reasons.get(name, "could not be decoded"))
         return None
 
     keep: list[int] = []
     for i, slot in zip(batch, slots, strict=True):
-        found = decoded(int(i))
-        if found is None and spec.on_error == "skip":
-            found, _ = first_good(
-                spec.sampling.seed, epoch, int(slot), len(images), decoded, files.__getitem__
-            )
-        if found is not None:
-            keep.append(found)
+        filled = policy.fill(
+            int(i), decoded(int(i)), (epoch, int(slot), len(images)), decoded, source.name
+        )
+        if filled is not None:
+            keep.append(filled[0])
     return keep
+
+
+def _fill_slot(blob: Blob, path: str, target: np.ndarray | None, max_pixels: int) -> bool:
+    """Decode ``blob`` into ``target``, its slot of the node's shared copy (True), or raise
+    the one-line error naming ``path`` (a slot missing or of another size: the file changed
+    since its header was read)."""
+    image = decode_bytes(blob, path, max_pixels)
+    if target is None or target.shape != image.shape:
+        said = "no size" if target is None else "x".join(map(str, target.shape))
+        raise DataError(
+            f"{path}: decodes to {'x'.join(map(str, image.shape))} but its header "
+            f"said {said}; the file changed while caching, or re-encode it"
+        )
+    target[...] = image.numpy()
+    return True

@@ -18,7 +18,7 @@ import numpy as np
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
 from dali_pipes.backends.dali.feed import InFlight
 from dali_pipes.backends.dali.graph import DaliGraph
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.interface import Source
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import decode_bytes
 
@@ -32,7 +32,7 @@ class BadFileSearch:
     and ``seconds``."""
 
     graph: DaliGraph
-    source: ImageSource
+    source: Source
     max_pixels: int
     hint: Hint
     limit: int = 1024
@@ -64,14 +64,14 @@ class BadFileSearch:
                 if done >= self.limit or time.monotonic() > deadline:
                     if found:
                         break
-                    left = [source.files[t[0]] for t in todo[done:]]
+                    left = [source.name(t[0]) for t in todo[done:]]
                     raise DataError(
                         f"DALI failed on a batch ({why}); the search for the file stopped "
                         f"after {done} of {len(todo)} files (limits: {self.limit} files, "
                         f"{self.seconds:g} s); suspects: {sample_paths(left)}; find bad "
                         "files with python -m dali_pipes.scan, then data.exclude=<its manifest>"
                     )
-                path, blob = source.files[i], source.read([i])[0]
+                path, blob = source.name(i), source.read([i])[0]
                 if isinstance(blob, DataError):
                     found.append((path, blob))
                     continue

@@ -22,9 +22,7 @@ import numpy as np
 from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.sources import ImageSource
-from dali_pipes.data.specs import TOLERATE
-from dali_pipes.data.substitutes import first_good
+from dali_pipes.data.interface import images_of
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import header_size
 
@@ -59,12 +57,11 @@ class Feed:
     ) -> None:
         # Holds what it needs, not the loader: the pipeline holds this callback, and a
         # loader -> pipeline -> callback -> loader cycle would delay freeing them all.
-        assert isinstance(spec.source, ImageSource)
         self.spec = spec
         self.bad = bad
-        self.source = spec.source
+        self.policy = spec.policy
+        self.source = images_of(spec.source, "backend=dali decodes image files")
         self.stream = stream
-        self.files = spec.source.files
         self.labels = spec.source.labels
         self.read_ahead = read_ahead
         self.pipeline = spec.augment.pipeline(spec.train)
@@ -115,20 +112,17 @@ class Feed:
             keep, kept, sizes = [], [], []
             slots = self._plan.positions[position]
             for i, blob, slot in zip(batch, blobs, slots, strict=True):
-                found = self._checked(int(i), blob)
-                if found is None and self.spec.on_error == "skip":
-                    i, found = first_good(
-                        self.spec.sampling.seed,
-                        self._plan.epoch,
-                        int(slot),
-                        len(self.files),
-                        lambda j: self._checked(j, self.source.read([j])[0]),
-                        self.files.__getitem__,
-                    )
-                if found is not None:
-                    keep.append(i)
-                    kept.append(found[0])
-                    sizes.append(found[1])
+                filled = self.policy.fill(
+                    int(i),
+                    self._checked(int(i), blob),
+                    (self._plan.epoch, int(slot), len(self.source)),
+                    lambda j: self._checked(j, self.source.read([j])[0]),
+                    self.source.name,
+                )
+                if filled is not None:
+                    keep.append(filled[0])
+                    kept.append(filled[1][0])
+                    sizes.append(filled[1][1])
             if keep:
                 return position, np.asarray(keep), kept, np.asarray(sizes)
         raise StopIteration
@@ -138,16 +132,14 @@ class Feed:
     ) -> tuple[np.ndarray, tuple[int, int]] | None:
         """(bytes, size from the header) of a good file; None for a bad one (reported),
         which raises unless ``on_error`` is ``skip`` or ``drop``."""
-        path = self.files[index]
+        path = self.source.name(index)
         if path in self.bad:  # failed earlier, maybe inside DALI
             self.bad.add(path, self.bad.reasons[path])
             return None
-        try:
-            size = header_size(blob, path, self.spec.max_pixels)
-        except DataError as exc:
-            if self.spec.on_error not in TOLERATE:
-                raise
-            self.bad.add(path, exc)
+        size = self.policy.attempt(
+            path, lambda: header_size(blob, path, self.spec.max_pixels), self.bad.add
+        )
+        if size is None:
             return None
         assert not isinstance(blob, DataError)  # header_size raised the read error
         return blob, size

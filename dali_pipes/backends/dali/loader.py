@@ -55,8 +55,8 @@ from dali_pipes.backends.dali.graph import DaliGraph, EncodedFiles, GraphDevices
 from dali_pipes.backends.dali.outputs import to_torch
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.data.interface import PackedShards, Source, images_of
 from dali_pipes.data.sampling import StreamSampler
-from dali_pipes.data.sources import ImageSource
 from dali_pipes.errors import ConfigError, DeviceError
 from dali_pipes.runtime.distributed import cpu_share
 
@@ -78,11 +78,7 @@ class DaliLoader(Loader):
         super().__init__(spec)
         if not isinstance(spec.backend, DaliBackend):
             raise ConfigError(f"backend={spec.backend.name!r} options given to the DALI backend")
-        if not isinstance(spec.source, ImageSource):
-            raise ConfigError(
-                "backend=dali decodes image files but data=synthetic has none; "
-                "use backend=synthetic"
-            )
+        images_of(spec.source, "backend=dali decodes image files")
         self.options: DaliBackend = spec.backend
         #: Where the pipeline decodes and augments; :attr:`device`: where batches arrive
         #: (the model's device: a GPU also when made on the CPU, "dali-cpu").
@@ -118,12 +114,12 @@ class DaliLoader(Loader):
         bucket through the source's ranged reads, whose retries, deadlines and bad-file
         handling DALI's own S3 reader does not have)."""
         spec = self.spec
-        assert isinstance(spec.source, ImageSource)
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
         stream = None
-        if spec.source.layout is not None and spec.source.layout.on_disk:
+        layout = spec.source.layout if isinstance(spec.source, PackedShards) else None
+        if layout is not None and layout.on_disk:
             assert isinstance(self.rank_sampler, StreamSampler)
-            stream = WebdatasetStream(spec.source.layout, spec.source.labels, self.rank_sampler)
+            stream = WebdatasetStream(layout, spec.source.labels, self.rank_sampler)
         threads = min(8, max(2, self.num_threads))
         return Feed(spec, self.bad, read_ahead, threads=threads, stream=stream)
 
@@ -225,7 +221,7 @@ class DaliLoader(Loader):
         )
         culprits = search.culprits(suspects, why)
         if not culprits:
-            files = [self._feed.files[i] for b in suspects for i in b.indices]
+            files = [self._feed.source.name(i) for b in suspects for i in b.indices]
             failure.add_note(
                 f"while the DALI loader was producing a batch: each of the {len(files)} "
                 f"files in flight decodes alone with the same decoder ({sample_paths(files)}),"
@@ -265,10 +261,8 @@ class DaliLoader(Loader):
             pipe.release_outputs()
             pipe.schedule_run()
 
-    def _image_source(self) -> ImageSource:
-        source = self.spec.source
-        assert isinstance(source, ImageSource)
-        return source
+    def _image_source(self) -> Source:
+        return images_of(self.spec.source, "backend=dali decodes image files")
 
     def _consumer_stream(self) -> Any:
         """The stream DALI's outputs are ready on: the consumer's current one (GPU)."""

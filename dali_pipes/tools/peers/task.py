@@ -20,7 +20,7 @@ from dali_pipes.augment.geometry import ATTEMPTS, Geometry
 from dali_pipes.augment.ops.crop import RandomResizedCrop, ResizeCenterCrop
 from dali_pipes.augment.ops.flip import HorizontalFlip
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.interface import local_paths_of
 from dali_pipes.errors import DaliPipesError
 
 #: How to get the peers' packages, named in every "not installed" line.
@@ -63,7 +63,8 @@ class PeerTask:
         """The task of ``spec``'s split (one process), on ``threads`` threads; a split a
         peer cannot realise (another crop, ops besides the flip) raises one line."""
         source = spec.source
-        if not isinstance(source, ImageSource) or source.layout is not None:
+        paths = local_paths_of(source)
+        if paths is None:
             raise DaliPipesError(
                 f"{peer} reads an image folder; use data=folder, imagenet or sample, "
                 f"or leave {peer} out of bench.candidates"
@@ -82,10 +83,10 @@ class PeerTask:
             raise DaliPipesError(f"{peer} has no resolution schedule: leave start_size unset")
         flips = [op.p for op in pipeline.ops if isinstance(op, HorizontalFlip)]
         return cls(
-            root=source.root,
-            files=tuple(source.files),
+            root=getattr(source, "root", ""),
+            files=paths,
             labels=tuple(int(v) for v in source.labels),
-            num_classes=source.num_classes,
+            num_classes=len(source.classes),
             batch_size=spec.batch_size,
             threads=threads,
             crop=crop,

@@ -47,7 +47,7 @@ def test_default_config_trains_on_the_sample_data_with_small_images() -> None:
     assert cfg.data.name == "sample" and cfg.backend.name == "dali"
     assert cfg.augment.train.crop.size == 64
     spec = loader_spec(cfg, "train")
-    assert spec.source.num_classes == 6 and len(spec.source) == 6 * cfg.data.train_per_class
+    assert len(spec.source.classes) == 6 and len(spec.source) == 6 * cfg.data.train_per_class
     assert len(loader_spec(cfg, "val").source) == 6 * cfg.data.val_per_class
 
 

@@ -56,7 +56,7 @@ def _check_epoch(loader: ExampleLoader, spec: LoaderSpec, device: str) -> None:
         lo = min((0 - m) / s for m, s in zip(spec.augment.mean, spec.augment.std, strict=True))
         hi = max((1 - m) / s for m, s in zip(spec.augment.mean, spec.augment.std, strict=True))
         assert lo - 1e-4 <= images.min().item() and images.max().item() <= hi + 1e-4
-        assert 0 <= labels.min().item() and labels.max().item() < spec.source.num_classes
+        assert 0 <= labels.min().item() and labels.max().item() < len(spec.source.classes)
         seen += n
         batches += 1
     assert seen == len(spec.source) and batches == len(loader) == math.ceil(seen / BATCH)
