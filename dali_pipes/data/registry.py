@@ -6,7 +6,8 @@ schema (a frozen :class:`~dali_pipes.data.specs.DataSpec` subclass, whose fields
 (``schema/data/<name>``) are derived from this registry
 (:func:`dali_pipes.config.schemas.register`), and :func:`open_source` picks the opener by
 the spec's class, so ``data=imagenet`` (a folder preset) opens like ``data=folder``.
-Openers named by a ``module:function`` string are imported on first use.
+Openers named by a ``module:function`` string are imported on first use: ``data=parquet``
+imports pyarrow only when it is chosen.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dali_pipes.data.interface import Labelled
 from dali_pipes.data.specs import (
     DataSpec,
     FolderData,
+    ParquetData,
     SampleData,
     ShardData,
     SyntheticData,
@@ -87,6 +89,7 @@ for _kind in (
     SourceKind("folder", FolderData, "dali_pipes.data.sources:open_folder"),
     SourceKind("sample", SampleData, "dali_pipes.data.sources:open_sample"),
     SourceKind("shards", ShardData, "dali_pipes.data.sources:open_shards"),
+    SourceKind("parquet", ParquetData, "dali_pipes.data.parquet:open_parquet"),
     SourceKind("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
 ):
     _KINDS[_kind.name] = _kind

@@ -102,6 +102,34 @@ class ShardData(DataSpec):
 
 
 @dataclass(frozen=True)
+class ParquetData(DataSpec):
+    """Parquet files in the Hugging Face Hub layout, ``root/data/<split>-0000K-of-0000N.parquet``
+    (see :mod:`dali_pipes.data.parquet`).
+
+    ``image_column``: encoded images (the Hub's ``Image`` struct of ``bytes`` and ``path``,
+    or a binary column); ``label_column``: integer labels. ``train_split`` and
+    ``val_split`` name the file-name splits the loaders' ``train`` and ``val`` read
+    (``val_split=null``: ``validation``, else ``val``). ``shuffle_buffer``: each epoch
+    visits the row groups in a new order and shuffles samples within runs of this many
+    consecutive ones, so a batch reads a few row groups, not one per sample.
+    """
+
+    name: str = "parquet"
+    root: str | None = None
+    image_column: str = "image"
+    label_column: str = "label"
+    train_split: str = "train"
+    val_split: str | None = None
+    shuffle_buffer: int = 2048
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.shuffle_buffer >= 0, "data.shuffle_buffer", self.shuffle_buffer, ">= 0")
+        for key in ("image_column", "label_column", "train_split"):
+            require(bool(getattr(self, key)), f"data.{key}", getattr(self, key), "must be set")
+
+
+@dataclass(frozen=True)
 class SyntheticData(DataSpec):
     """No files at all: ``num_samples`` virtual samples for the synthetic backend."""
 
