@@ -27,8 +27,8 @@ from helpers.png import check_png
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-PAGES = ("", "quickstart/", "loop/", "training/", "augmentation/", "performance/",
-         "clusters/", "bad-data/", "configuration/", "api/")  # fmt: skip
+PAGES = ("", "quickstart/", "loop/", "training/", "own-source/", "parquet/", "augmentation/",
+         "performance/", "clusters/", "bad-data/", "configuration/", "api/")  # fmt: skip
 SCREEN = (1280, 1600)
 
 
