@@ -22,6 +22,7 @@ get ``set_epoch``. Here:
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
@@ -107,16 +108,24 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
         self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.classes)}
         #: Each sample's label, as ``ImageFolder.targets``.
         self.targets: list[int] = [int(t) for t in source.labels]
-        names = [source.name(i) for i in range(len(source))] if isinstance(source, Source) else []
-        #: ``(path, label)`` per sample, as ``ImageFolder.samples`` (empty for synthetic
-        #: data, which has no files; a packed sample is named ``shard.tar:member``, a
-        #: Parquet row ``file.parquet row N``).
-        self.samples: list[tuple[str, int]] = list(zip(names, self.targets, strict=False))
-        #: ``ImageFolder``'s older name for :attr:`samples`.
-        self.imgs = self.samples
         #: The folder (or packed dataset) the split was read from.
         self.root: str = getattr(source, "root", "")
         self._cursor: tuple[int, int, Iterator[Batch]] | None = None
+
+    @functools.cached_property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(name, label)`` per sample, as ``ImageFolder.samples``, listed when first read
+        (empty for synthetic data, which has no files; a packed sample is named
+        ``shard.tar:member``, a Parquet row ``file.parquet row N``)."""
+        source = self.source
+        if not isinstance(source, Source):
+            return []
+        return [(source.name(i), label) for i, label in enumerate(self.targets)]
+
+    @property
+    def imgs(self) -> list[tuple[str, int]]:
+        """``ImageFolder``'s older name for :attr:`samples`."""
+        return self.samples
 
     def __len__(self) -> int:
         return len(self.source)

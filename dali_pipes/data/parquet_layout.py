@@ -188,6 +188,8 @@ class RemoteFile(io.RawIOBase):
         return self.pos
 
     def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` from the current position with one ranged GET; the bytes read
+        (0 at the end). A GET that fails is an ``OSError`` pyarrow reports."""
         view = memoryview(buffer).cast("B")
         length = min(len(view), self.size - self.pos)
         if length <= 0:

@@ -273,3 +273,26 @@ def test_a_dataset_in_a_bucket_gives_the_local_copys_batches(
                 assert torch.equal(y, z) and torch.equal(a, b)
     finally:
         forget_clients()
+
+
+def test_show_draws_the_first_rows_of_the_training_order_on_both_cpu_backends(
+    colour_hub: Path, tmp_path: Path
+) -> None:
+    from dali_pipes.tools.show import run_show
+
+    cfg = compose_config(
+        [
+            "data=parquet",
+            f"data.root={colour_hub}",
+            *SMALL,
+            "show.samples=3",
+            "show.tile=32",
+            "show.backends=[dali-cpu,torch]",
+            f"show.out={tmp_path / 'show.png'}",
+        ],
+        config_name="show",
+    )
+    shown = run_show(cfg)["shown"]
+    assert [s.column for s in shown] == ["dali-cpu", "torch"]
+    assert ids(shown[0].images) == ids(shown[1].images) and len(ids(shown[0].images)) == 3
+    assert (tmp_path / "show.png").stat().st_size > 0

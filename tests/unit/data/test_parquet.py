@@ -43,6 +43,13 @@ def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
     return message
 
 
+def refused(root: Path, split: str, match: str, **keys: object) -> None:
+    """Opening ``split`` fails with one line matching ``match``."""
+    with pytest.raises(DataError, match=match) as exc:
+        source(root, split, **keys)
+    one_line(exc)
+
+
 def test_a_split_reads_the_folders_images_labels_and_classes_in_imagefolder_order(
     hub: Path, identity_tree: Path
 ) -> None:
@@ -193,9 +200,7 @@ def test_the_config_group_composes_and_opens_both_splits(hub: Path) -> None:
 )
 def test_a_root_without_a_dataset_is_one_line(make: object, expected: str, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a dataset")
-    with pytest.raises(DataError, match=expected) as exc:
-        source(make(tmp_path))  # type: ignore[operator]
-    one_line(exc)
+    refused(make(tmp_path), "val", expected)  # type: ignore[operator]
 
 
 def test_a_split_with_a_missing_part_is_one_line(hub: Path, tmp_path: Path) -> None:
@@ -206,25 +211,21 @@ def test_a_split_with_a_missing_part_is_one_line(hub: Path, tmp_path: Path) -> N
     (data / "train-00003-of-00004.parquet").write_bytes(
         (data / "train-00000-of-00002.parquet").read_bytes()
     )
-    with pytest.raises(DataError, match=r"split 'train' is incomplete") as exc:
-        source(tmp_path, "train")
-    one_line(exc)
+    refused(tmp_path, "train", r"split 'train' is incomplete")
 
 
 def test_a_split_that_is_not_there_lists_the_ones_that_are(hub: Path) -> None:
-    with pytest.raises(
-        DataError,
-        match=r"no Parquet files of split test .*\(train, validation found\); set data\.val_split",
-    ) as exc:
-        source(hub, "val", val_split="test")
-    one_line(exc)
+    refused(
+        hub,
+        "val",
+        r"no Parquet files of split test .*\(train, validation found\); set data\.val_split",
+        val_split="test",
+    )
 
 
 def test_an_empty_split_is_one_line(identity_tree: Path, tmp_path: Path) -> None:
     write_split(folder_table(identity_tree).slice(0, 0), tmp_path, "train", files=1)
-    with pytest.raises(DataError, match=r"split 'train' has no rows; choose another split") as exc:
-        source(tmp_path, "train")
-    one_line(exc)
+    refused(tmp_path, "train", r"split 'train' has no rows; choose another split")
 
 
 @pytest.mark.parametrize(
@@ -252,9 +253,7 @@ def test_a_missing_or_mistyped_column_is_one_line(
         table = table.append_column("name", names)
         expected = expected.replace("image, label", "image, label, name")
     write_split(table, tmp_path, "train", files=1)
-    with pytest.raises(DataError, match=expected) as exc:
-        source(tmp_path, "train", **keys)
-    one_line(exc)
+    refused(tmp_path, "train", expected, **keys)
 
 
 def test_unlabelled_rows_and_labels_outside_the_classes_are_one_line(
@@ -266,12 +265,12 @@ def test_unlabelled_rows_and_labels_outside_the_classes_are_one_line(
     write_split(
         table.set_column(1, "label", pa.array(labels, pa.int64())), tmp_path, "test", files=1
     )
-    with pytest.raises(
-        DataError,
-        match=r"test-00000-of-00001\.parquet row 2: label -1 is the Hub's mark for an unlabelled",
-    ) as exc:
-        source(tmp_path, "val", val_split="test")
-    one_line(exc)
+    refused(
+        tmp_path,
+        "val",
+        r"test-00000-of-00001\.parquet row 2: label -1 is the Hub's mark for an unlabelled",
+        val_split="test",
+    )
     labels[2] = 7
     write_split(
         table.set_column(1, "label", pa.array(labels, pa.int64())), tmp_path, "test", files=1
@@ -282,11 +281,7 @@ def test_unlabelled_rows_and_labels_outside_the_classes_are_one_line(
 
 def test_a_file_that_is_not_parquet_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "train.parquet").write_bytes(b"PAR1 but nothing else")
-    with pytest.raises(
-        DataError, match=r"train\.parquet: not a readable Parquet file .*; download it again"
-    ) as exc:
-        source(tmp_path, "train")
-    one_line(exc)
+    refused(tmp_path, "train", r"train\.parquet: not a readable Parquet file .*; download it again")
 
 
 def test_a_root_left_unset_is_one_line() -> None:

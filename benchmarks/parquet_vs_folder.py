@@ -1,0 +1,124 @@
+"""Images/s of ``data=parquet`` against ``data=folder`` over the same photos, side by side.
+
+Writes the photos (an ImageFolder tree) as a Parquet dataset in the Hugging Face Hub
+layout (``data/train-0000K-of-0000N.parquet``, the Hub's Image struct, ClassLabel names,
+row groups of ``--rows-per-group`` rows, 100 as the ``datasets`` library writes image
+datasets), then times whole training epochs of the torch and DALI CPU backends over the
+folder and over the Parquet files, after one warm-up epoch each. The four loaders are
+measured in turn, ``--repeats`` times (so a machine that gets busier slows all of them
+alike); the JSON has every rate, the machine's load before and after, and the versions.
+Usage::
+
+    python benchmarks/parquet_vs_folder.py [PHOTOS_DIR] [OUT.json] [--epochs 2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from s3_vs_disk import epoch_rate  # the same timing as the S3 figures (benchmarks/)
+from torchvision.datasets import ImageFolder
+
+KINDS = ("torch", "dali-cpu")
+DATA = ("folder", "parquet")
+
+
+def write_hub(photos: Path, out: Path, files: int, rows_per_group: int) -> Path:
+    """``photos`` as ``out/data/train-0000K-of-0000N.parquet`` in ImageFolder order."""
+    folder = ImageFolder(str(photos))
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    rows = [{"bytes": Path(p).read_bytes(), "path": Path(p).name} for p, _ in folder.samples]
+    table = pa.table(
+        {"image": pa.array(rows, type=image), "label": pa.array(folder.targets, pa.int64())}
+    )
+    features = {
+        "image": {"_type": "Image"},
+        "label": {"names": folder.classes, "_type": "ClassLabel"},
+    }
+    table = table.replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": features}})}
+    )
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    per = -(-table.num_rows // files)
+    for k in range(files):
+        path = out / "data" / f"train-{k:05d}-of-{files:05d}.parquet"
+        pq.write_table(table.slice(k * per, per), path, row_group_size=rows_per_group)
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on, and how busy it was."""
+    import nvidia.dali
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "dali": nvidia.dali.__version__,
+        "pyarrow": pa.__version__,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("photos", nargs="?", type=Path, default=Path("/work/shared/data/photos"))
+    parser.add_argument(
+        "out", nargs="?", type=Path, default=Path("benchmarks/parquet-vs-folder.json")
+    )
+    parser.add_argument("--epochs", type=int, default=2, help="timed epochs after a warm-up")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--files", type=int, default=2, help="Parquet files of the split")
+    parser.add_argument("--rows-per-group", type=int, default=100)
+    args = parser.parse_args()
+    hub = write_hub(
+        args.photos, Path(tempfile.mkdtemp(prefix="parquet-vs-folder-")), args.files,
+        args.rows_per_group,
+    )  # fmt: skip
+    roots = {"folder": args.photos, "parquet": hub}
+    load_before = os.getloadavg()
+    rates: dict[str, list[float]] = {f"{k}/{d}": [] for k in KINDS for d in DATA}
+    for _ in range(args.repeats):
+        for kind in KINDS:
+            for data in DATA:
+                rate = epoch_rate(kind, data, str(roots[data]), args.epochs)
+                rates[f"{kind}/{data}"].append(rate)
+    report = {
+        **machine(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "photos": str(args.photos),
+        "images": len(ImageFolder(str(args.photos)).samples),
+        "settings": {**vars(args), "photos": str(args.photos), "out": str(args.out)},
+        "rates": rates,
+        "median": {name: statistics.median(values) for name, values in rates.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print("| backend | folder | parquet | parquet / folder |")
+    print("| --- | ---: | ---: | ---: |")
+    for kind in KINDS:
+        folder, parquet = (report["median"][f"{kind}/{d}"] for d in DATA)
+        print(f"| {kind} | {folder:.1f} | {parquet:.1f} | {parquet / folder:.2f} |")
+    print(f"\nload average before {load_before}, after {report['load_average_after']}")
+
+
+if __name__ == "__main__":
+    main()
