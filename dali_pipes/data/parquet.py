@@ -69,6 +69,33 @@ class RowGroups:
         return np.arange(self.starts[block], self.starts[block + 1], dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class GroupImages:
+    """One row group's image bytes as pyarrow holds them: each row a view, no copy."""
+
+    data: Any = field(repr=False)  # the binary column's data buffer
+    offsets: np.ndarray = field(repr=False)  # where each row's bytes start, and the end
+    valid: np.ndarray = field(repr=False)  # bool per row: it has bytes
+
+    @classmethod
+    def of(cls, column: Any) -> GroupImages:
+        """The views into a pyarrow binary (or large binary) array."""
+        import pyarrow as pa
+
+        kind = np.int64 if pa.types.is_large_binary(column.type) else np.int32
+        _, offsets, data = column.buffers()
+        where = np.frombuffer(offsets, dtype=kind)[column.offset : column.offset + len(column) + 1]
+        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return cls(data, where.astype(np.int64), valid)
+
+    def row(self, k: int) -> np.ndarray | None:
+        """Row ``k``'s bytes (a view), None when it has none."""
+        if not self.valid[k]:
+            return None
+        start, end = int(self.offsets[k]), int(self.offsets[k + 1])
+        return np.frombuffer(self.data, dtype=np.uint8, count=end - start, offset=start)
+
+
 @dataclass(frozen=True, eq=False)
 class ParquetSource:
     """One split of a Parquet dataset: the :class:`~dali_pipes.data.interface.Source`
@@ -128,30 +155,27 @@ class ParquetSource:
     def _read(self, idx: np.ndarray) -> list[Blob]:
         rows = self.rows[idx]
         groups = np.searchsorted(self.group_rows, rows, side="right") - 1
-        arrays = self._cache().get(sorted({int(g) for g in groups}), self._fetch)
+        read = self._cache().get(sorted({int(g) for g in groups}), self._fetch)
         out: list[Blob] = []
         for i, row, g in zip(idx, rows, groups, strict=True):
-            array = arrays[int(g)]
-            if isinstance(array, DataError):
-                out.append(DataError(f"{self.name(int(i))}: {array}"))
+            group = read[int(g)]
+            if isinstance(group, DataError):
+                out.append(DataError(f"{self.name(int(i))}: {group}"))
                 continue
-            value = array[int(row - self.group_rows[g])]
-            if not value.is_valid:
-                out.append(
-                    DataError(
-                        f"{self.name(int(i))}: no image bytes in column {self.columns.image!r} "
-                        "(the row names a file only); store the images' bytes in the dataset"
-                    )
+            blob = group.row(int(row - self.group_rows[g]))
+            if blob is None:
+                blob = DataError(
+                    f"{self.name(int(i))}: no image bytes in column {self.columns.image!r} "
+                    "(the row names a file only); store the images' bytes in the dataset"
                 )
-                continue
-            out.append(np.frombuffer(value.as_buffer(), dtype=np.uint8))
+            out.append(blob)
         return out
 
-    def _fetch(self, groups: list[int]) -> list[Any]:
-        """The image column of each row group (a pyarrow binary array), or the error."""
+    def _fetch(self, groups: list[int]) -> list[GroupImages | DataError]:
+        """The image bytes of each row group, or the error naming it."""
         return [self._read_group(g) for g in groups]
 
-    def _read_group(self, group: int) -> Any:
+    def _read_group(self, group: int) -> GroupImages | DataError:
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
@@ -159,9 +183,12 @@ class ParquetSource:
         f, g = self.group_of[group]
         try:
             opened = pq.ParquetFile(self._file(f), metadata=self.footers[f])
-            column = opened.read_row_group(g, columns=self.columns.image_path).column(0)
-            column = column.combine_chunks()
-            return pc.struct_field(column, [0]) if pa.types.is_struct(column.type) else column
+            read = opened.read_row_group(g, columns=self.columns.image_path, use_threads=False)
+            chunks = read.column(0)
+            column = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+            if pa.types.is_struct(column.type):
+                column = pc.struct_field(column, [0])
+            return GroupImages.of(column)
         except (OSError, pa.ArrowException) as exc:
             return DataError(
                 f"cannot read row group {g} of {self.files[f]} ({one_line(exc)}); the file "
@@ -183,7 +210,7 @@ class ParquetSource:
             object.__setattr__(self, "_store", storage)
         return storage
 
-    def _cache(self) -> BlockCache[int, Any]:
+    def _cache(self) -> BlockCache[int, GroupImages | DataError]:
         """This process's row groups (a forked worker starts with none, and its own lock)."""
         state = self.__dict__.get("_cached")
         if state is None or state[0] != os.getpid():
@@ -192,7 +219,7 @@ class ParquetSource:
                 if state is None or state[0] != os.getpid():
                     state = (os.getpid(), BlockCache(self._capacity()))
                     object.__setattr__(self, "_cached", state)
-        cache: BlockCache[int, Any] = state[1]
+        cache: BlockCache[int, GroupImages | DataError] = state[1]
         return cache
 
     def _capacity(self) -> int:
@@ -304,7 +331,7 @@ def _labels(path: str, size: int, footer: Any, column: str, storage: Storage) ->
 
     try:
         opened = pq.ParquetFile(_source(path, size, storage), metadata=footer)
-        labels = opened.read(columns=[column]).column(0)
+        labels = opened.read(columns=[column], use_threads=False).column(0)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(
             f"{path}: cannot read column {column!r} ({one_line(exc)}); download it again"
