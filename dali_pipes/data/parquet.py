@@ -163,12 +163,14 @@ class ParquetSource:
                 out.append(DataError(f"{self.name(int(i))}: {group}"))
                 continue
             blob = group.row(int(row - self.group_rows[g]))
-            if blob is None:
-                blob = DataError(
+            out.append(
+                blob
+                if blob is not None
+                else DataError(
                     f"{self.name(int(i))}: no image bytes in column {self.columns.image!r} "
                     "(the row names a file only); store the images' bytes in the dataset"
                 )
-            out.append(blob)
+            )
         return out
 
     def _fetch(self, groups: list[int]) -> list[GroupImages | DataError]:
