@@ -5,7 +5,7 @@ Built-in ops (config name: module of :mod:`.ops`): the decode-fused crops
 ``random_resized_crop`` and ``resize_center_crop`` (``crop``), ``center_crop`` and
 ``random_crop`` (torchvision's ``CenterCrop`` / ``RandomCrop`` after an optional resize,
 with padding); ``hflip`` (``flip``), ``vflip``, ``color_jitter``, ``grayscale``,
-``gaussian_blur``, ``randaugment``, ``trivialaugment``, ``autoaugment``, and
+``gaussian_blur``, ``solarize``, ``randaugment``, ``trivialaugment``, ``autoaugment``, and
 ``random_apply`` (a list of ops applied together with a probability).
 Register your own with :func:`register_op` (docs/augmentation.md, "Your own op").
 
@@ -30,6 +30,7 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     randaugment,
     random_apply,
     random_crop,
+    solarize,
     trivialaugment,
     vflip,
 )
