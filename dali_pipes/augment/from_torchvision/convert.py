@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dali_pipes.augment.base import build_op
+from dali_pipes.augment.batch import parse_batch
 from dali_pipes.augment.from_torchvision.fused import Misplaced, crop_config
 from dali_pipes.augment.from_torchvision.rules import RULES, At, classes
 from dali_pipes.augment.from_torchvision.values import Refused, Values
@@ -171,6 +172,10 @@ class _Walk:
                 raise refused(where, transform, str(exc)) from None
             label = "random_erasing" if k == 0 else f"random_erasing#{k + 1}"
             out[label] = {**config, "value": value}
+            try:
+                parse_batch({label: out[label]}, "batch")
+            except ConfigError as exc:
+                raise refused(where, transform, str(exc)) from None
         return out
 
 
@@ -205,11 +210,12 @@ def convert(transform: Any) -> Converted:
             "the torchvision transform has no resize or crop, so images keep their own sizes "
             f"and cannot be batched: start it with one of {', '.join(GEOMETRY)}"
         )
+    crop = walk.crop()
     if walk.values.pil:
         raise ConfigError(
             "the torchvision transform ends with PIL images, which cannot be batched: end it "
             "with ToTensor, PILToTensor or ToImage (and ToDtype/Normalize as you need)"
         )
-    split = SplitAugment(crop=walk.crop(), ops=walk.ops, batch=walk.batch())
+    split = SplitAugment(crop=crop, ops=walk.ops, batch=walk.batch())
     values = walk.values
     return Converted(split, values.mean, values.std, values.dtype)

@@ -32,7 +32,15 @@ from dali_pipes.augment.from_torchvision.values import Refused, Values, dtype_na
 Kind = Literal["convert", "geometry", "op", "erase"]
 #: Ops whose ``p`` applies the whole op with that probability: ``RandomApply`` of one of
 #: them is the op with ``p`` multiplied.
-WITH_P = ("hflip", "vflip", "grayscale", "color_jitter", "gaussian_blur", "random_apply")
+WITH_P = (
+    "hflip",
+    "vflip",
+    "grayscale",
+    "color_jitter",
+    "gaussian_blur",
+    "solarize",
+    "random_apply",
+)
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,15 @@ def _gaussian_blur(t: Any, at: At) -> dict[str, Any]:
         "sigma": sigma,
         "p": 1.0,
     }
+
+
+@rule("RandomSolarize", "op")
+def _solarize(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    threshold = float(t.threshold)
+    if at.values.floating:  # torchvision compares [0, 1] floats with a [0, 1] threshold
+        threshold *= 255.0
+    return {"op": "solarize", "threshold": threshold, "p": float(t.p)}
 
 
 @rule("RandomApply", "op")

@@ -92,9 +92,7 @@ class Values:
         """``Normalize(mean, std)`` of a float tensor."""
         if not self.floating:
             what = "a PIL image" if self.pil else "a uint8 tensor"
-            raise Refused(
-                f"Normalize needs a float tensor, it is given {what} (torchvision raises)"
-            )
+            raise Refused(f"needs a float tensor, it is given {what} (torchvision raises)")
         m, s = _three(mean, "mean"), _three(std, "std")
         if any(v <= 0 for v in s):
             raise Refused(f"std={list(std)} must be > 0")

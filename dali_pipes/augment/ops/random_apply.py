@@ -34,7 +34,12 @@ class RandomApply(Op):
     naming it, or an op) in order, all applied when the sample's draw is below ``p``."""
 
     name = "random_apply"
-    ops: Any = ()
+    #: The default (a colour jitter, then a blur: a self-supervised "view") lets the op be
+    #: built alone, as the gallery and the graph checks build every op; give your own list.
+    ops: Any = (
+        {"op": "color_jitter", "brightness": 0.4, "contrast": 0.4, "saturation": 0.2, "hue": 0.1},
+        {"op": "gaussian_blur", "kernel_size": 23, "sigma": (0.1, 2.0)},
+    )
     p: float = 0.5
 
     def __post_init__(self) -> None:
