@@ -99,7 +99,7 @@ def test_random_erasing_boxes_follow_torchvisions() -> None:
     scale, ratio = (0.05, 0.4), (0.4, 2.5)
     spec = augment_spec([T.CenterCrop((48, 64)), T.ToTensor(), T.RandomErasing(1.0, scale, ratio)])
     [op], _ = parse_batch(spec.train.batch, "batch")
-    boxes = op.draw(np.random.default_rng(5), N, (48, 64))["boxes"][:, 0]  # type: ignore[attr-defined]
+    boxes = op.draw(np.random.default_rng(5), N, (48, 64))["boxes"][:, 0]
     tv = theirs(lambda: T.RandomErasing.get_params(image, scale, ratio, [0.0])[:4])
     for k in range(4):  # top, left, height, width
         assert ks(boxes[:, k], tv[:, k]) < KS, k

@@ -36,7 +36,7 @@ def test_the_source_is_the_datasets_samples_labels_and_classes_in_its_order() ->
     assert source.files == tuple(path for path, _ in dataset.samples)
     assert np.array_equal(source.labels, dataset.targets)
     assert source.classes == tuple(dataset.classes) and source.root == str(BUNDLED_PHOTOS)
-    assert list(source.identity(range(len(source)))) == list(range(len(dataset)))
+    assert list(source.identity(np.arange(len(source)))) == list(range(len(dataset)))
 
 
 def test_a_file_the_backends_do_not_decode_fails_or_is_left_out(tmp_path: Path) -> None:
