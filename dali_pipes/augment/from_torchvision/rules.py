@@ -102,22 +102,23 @@ def pixels(at: At) -> None:
 # --------------------------------------------------------------------------- conversions
 
 
-@rule("ToTensor", "convert")
-def _to_tensor(t: Any, at: At) -> Values:
+def _from_pil(at: At, converted: Values) -> Values:
+    """A conversion of PIL images: v1 raises on a tensor, v2 passes it through."""
     if at.values.pil:
-        return at.values.to_tensor()
+        return converted
     if at.version == 1:
         raise Refused("needs a PIL image, it is given a tensor (torchvision raises)")
-    return at.values  # v2 passes tensors through
+    return at.values
+
+
+@rule("ToTensor", "convert")
+def _to_tensor(t: Any, at: At) -> Values:
+    return _from_pil(at, at.values.to_tensor())
 
 
 @rule("PILToTensor", "convert")
 def _pil_to_tensor(t: Any, at: At) -> Values:
-    if at.values.pil:
-        return at.values.to_image()
-    if at.version == 1:
-        raise Refused("needs a PIL image, it is given a tensor (torchvision raises)")
-    return at.values
+    return _from_pil(at, at.values.to_image())
 
 
 @rule("ToImage", "convert")
@@ -149,13 +150,18 @@ def _normalize(t: Any, at: At) -> Values:
 # --------------------------------------------------------------------------- geometry
 
 
-@rule("Resize", "geometry")
-def _resize(t: Any, at: At) -> dict[str, Any]:
+def _resampled(t: Any, at: At) -> None:
+    """A resize the decode-fused crop does exactly: of pixels, bilinear, antialiased."""
     pixels(at)
-    if t.max_size is not None:
-        raise Refused(f"max_size={t.max_size} is not supported")
     args.require_interpolation(t.interpolation, ("bilinear",))
     args.antialiased(t, at.values.pil)
+
+
+@rule("Resize", "geometry")
+def _resize(t: Any, at: At) -> dict[str, Any]:
+    if t.max_size is not None:
+        raise Refused(f"max_size={t.max_size} is not supported")
+    _resampled(t, at)
     return {"resize": args.size(t.size, shorter=True)}
 
 
@@ -167,9 +173,7 @@ def _center_crop(t: Any, at: At) -> dict[str, Any]:
 
 @rule("RandomResizedCrop", "geometry")
 def _random_resized_crop(t: Any, at: At) -> dict[str, Any]:
-    pixels(at)
-    args.require_interpolation(t.interpolation, ("bilinear",))
-    args.antialiased(t, at.values.pil)
+    _resampled(t, at)
     return {
         "size": args.square(t.size),
         "scale": [float(v) for v in t.scale],
