@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 import torchvision.transforms as T
 from conftest import BUNDLED_PHOTOS
 from torchvision.datasets import ImageFolder
@@ -80,3 +81,15 @@ def test_the_iterator_takes_the_datasets_transform_once() -> None:
         assert loader.classes == tuple(dataset.classes)
         images, labels = next(iter(loader))
         assert images.shape == (4, 3, 32, 32) and labels.tolist() == dataset.targets[:4]
+
+
+def test_the_iterator_takes_a_transform_for_a_folder_path() -> None:
+    """A list of transforms is their Compose; the batches are what it ends with (uint8
+    pixels here), in channels_last memory when asked."""
+    transform = [T.CenterCrop(24), T.RandomHorizontalFlip(), T.PILToTensor()]
+    with DALIIterator(
+        BUNDLED_PHOTOS, augment=transform, batch_size=5, device="cpu", channels_last=True
+    ) as loader:
+        images, labels = next(iter(loader))
+    assert images.dtype == torch.uint8 and images.shape == (5, 3, 24, 24)
+    assert images.is_contiguous(memory_format=torch.channels_last) and len(labels) == 5
