@@ -142,6 +142,11 @@ def _convert_image_dtype(t: Any, at: At) -> Values:
     return at.values.to_dtype(dtype_name(t.dtype), True)
 
 
+@rule("ToPureTensor", "convert")
+def _to_pure_tensor(t: Any, at: At) -> Values:
+    return at.values  # a tv_tensors.Image as a plain tensor: the same values
+
+
 @rule("Normalize", "convert")
 def _normalize(t: Any, at: At) -> Values:
     return at.values.normalize(tuple(t.mean), tuple(t.std))
