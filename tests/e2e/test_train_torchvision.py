@@ -58,6 +58,7 @@ def test_the_loop_runs_a_torchvision_pipeline_on_the_torch_backend(tmp_path: Pat
     assert row["samples"] == 6 * 24 and math.isfinite(row["train_loss"])
 
 
+@pytest.mark.slow
 def test_a_transform_that_cannot_be_mapped_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
     lam = f"augment.torchvision.train={{_target_: {V2}.Compose, transforms: [{{_target_: {V2}.CenterCrop, size: 8}}, {{_target_: {V2}.GaussianNoise}}]}}"  # noqa: E501
     done = subprocess.run(

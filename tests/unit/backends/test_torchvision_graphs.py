@@ -92,6 +92,7 @@ def loader_spec(transform: Any) -> LoaderSpec:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", list(DEVICES))
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_each_mapped_pipelines_gpu_graph_traces_and_checks_out(name: str, where: str) -> None:
@@ -155,6 +156,7 @@ TWINS: dict[str, tuple[Any, Bound]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(TWINS))
 def test_the_gpu_graphs_twin_matches_the_torch_backend(
     name: str, capsys: pytest.CaptureFixture[str]
