@@ -8,12 +8,15 @@ Drop it in where a ``torch.utils.data.DataLoader`` was::
         for images, labels in loader:
             ...
 
-``augment="randaugment"`` (any ``conf/augment`` preset) or a list of ops picks the
-augmentation; a preset with batch ops (``"deit"``: mixup/cutmix, random erasing) yields
-soft targets, and ``loader.batch_stage`` is that stage as an object to call in a loop of
-one's own. Keyword defaults are the config defaults (they are read from the same
-dataclasses and presets), and :meth:`DALIIterator.from_config` builds one from a composed
-Hydra config instead.
+``augment="randaugment"`` (any ``conf/augment`` preset), a list of ops or a torchvision
+pipeline (``transforms.Compose`` or ``transforms.v2.Compose``, mapped to the same ops:
+docs/torchvision.md) picks the augmentation, and a torchvision ``ImageFolder`` may stand
+for the root (its samples, classes and transform as they are:
+``DALIIterator(ImageFolder(root, transform=...))``); a preset with batch ops (``"deit"``:
+mixup/cutmix, random erasing) yields soft targets, and ``loader.batch_stage`` is that
+stage as an object to call in a loop of one's own. Keyword defaults are the config
+defaults (they are read from the same dataclasses and presets), and
+:meth:`DALIIterator.from_config` builds one from a composed Hydra config instead.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from dali_pipes.augment import from_torchvision
 from dali_pipes.augment.spec import AugmentSpec, SplitAugment
 from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import augment_preset
 from dali_pipes.config.specs import loader_spec
+from dali_pipes.data.image_folder import folder_dataset_source, is_folder_dataset
 from dali_pipes.data.sources import ImageSource, discover_folder
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
@@ -39,14 +44,16 @@ class DALIIterator(DaliLoader):
     """A DALI loader over an ImageFolder tree with the DataLoader batch contract.
 
     Args:
-        root: a folder of ``<class>/<image>`` folders.
+        root: a folder of ``<class>/<image>`` folders, or a torchvision ``ImageFolder``
+            (its samples in its order, its classes, and its ``transform`` as ``augment``).
         batch_size: samples per batch on this process.
         train: the training split of ``augment``, shuffled; False: the evaluation split
             (resize the shorter side to ``resize_size``, centre-crop ``image_size``), in order.
         device: ``auto`` (the GPU when usable), ``gpu`` or ``cpu``.
         augment: a preset name (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``),
             a list of training ops after the crop (``[{"op": "hflip"}, {"op":
-            "randaugment", "magnitude": 9}]`` or op objects), or an
+            "randaugment", "magnitude": 9}]`` or op objects), a torchvision pipeline (which
+            also sets the output's dtype, mean and std), or an
             :class:`~dali_pipes.augment.spec.AugmentSpec`; None: the ImageNet recipe.
         image_size, resize_size, scale, ratio, flip_prob: change those parameters of the
             crops and the flip (None keeps the preset's).
@@ -68,12 +75,12 @@ class DALIIterator(DaliLoader):
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        root: str | os.PathLike[str] | Any,
         *,
         batch_size: int = DataSpec.batch_size,
         train: bool = True,
         device: str = DaliBackend.device,
-        augment: str | Sequence[Any] | AugmentSpec | None = None,
+        augment: str | Sequence[Any] | AugmentSpec | Any | None = None,
         image_size: int | None = None,
         resize_size: int | None = None,
         scale: tuple[float, float] | None = None,
@@ -102,7 +109,7 @@ class DALIIterator(DaliLoader):
                 train=train,
                 batch_size=batch_size,
                 augment=augment_spec(
-                    augment,
+                    _dataset_transform(root, augment),
                     image_size=image_size,
                     resize_size=resize_size,
                     scale=scale,
@@ -152,10 +159,21 @@ class DALIIterator(DaliLoader):
 
 
 def augment_spec(
-    augment: str | Sequence[Any] | AugmentSpec | None = None, **changes: Any
+    augment: str | Sequence[Any] | AugmentSpec | Any | None = None, **changes: Any
 ) -> AugmentSpec:
-    """An :class:`AugmentSpec` from a preset name, a list of training ops or a spec, with
-    :class:`DALIIterator`'s keyword changes applied (None leaves a value as it is)."""
+    """An :class:`AugmentSpec` from a preset name, a list of training ops, a torchvision
+    pipeline or a spec, with :class:`DALIIterator`'s keyword changes applied (None leaves a
+    value as it is; a torchvision pipeline takes ``channels_last`` alone)."""
+    if from_torchvision.is_transform(augment):
+        given = sorted(k for k, v in changes.items() if v is not None and k != "channels_last")
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} given with a torchvision transform, which says them "
+                "itself: change the transform instead"
+            )
+        return from_torchvision.augment_spec(
+            augment, channels_last=bool(changes.get("channels_last"))
+        )
     if isinstance(augment, AugmentSpec):
         base = augment
     elif isinstance(augment, str):
@@ -194,6 +212,16 @@ def augment_spec(
     )
 
 
+def _dataset_transform(root: Any, augment: Any) -> Any:
+    """``augment``, or the transform of an ImageFolder given as ``root`` (not both)."""
+    transform = getattr(root, "transform", None) if is_folder_dataset(root) else None
+    if transform is None:
+        return augment
+    if augment is not None:
+        raise ConfigError("augment= is given and the ImageFolder has a transform: give one of them")
+    return transform
+
+
 def _sampling(
     shuffle: bool, drop_last: bool, seed: int, rank: int | None, world_size: int | None
 ) -> SamplingSpec:
@@ -209,15 +237,20 @@ def _sampling(
 
 
 def _folder(
-    root: str | os.PathLike[str],
+    root: str | os.PathLike[str] | Any,
     batch_size: int,
     on_error: str,
     max_pixels: int,
     exclude: str | None,
     read_timeout: float,
 ) -> ImageSource:
-    """The folder's samples, the data arguments validated as the config's ``data.*`` are."""
+    """The folder's samples (or an ImageFolder's), the data arguments validated as the
+    config's ``data.*`` are."""
     DataSpec(
         batch_size=batch_size, on_error=on_error, max_pixels=max_pixels, read_timeout=read_timeout
     )
+    if is_folder_dataset(root):
+        return folder_dataset_source(
+            root, on_error=on_error, exclude=exclude, read_timeout=read_timeout
+        )
     return discover_folder(root, on_error=on_error, exclude=exclude, read_timeout=read_timeout)

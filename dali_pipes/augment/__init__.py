@@ -1,9 +1,12 @@
 """Augmentation: what an op is and its registry, the per-split pipeline, keyed randomness,
 the crop geometry, and the ops themselves (:mod:`.ops`, one module each).
 
-Built-in ops (config name: module of :mod:`.ops`): ``random_resized_crop`` and
-``resize_center_crop`` (``crop``, decode-fused), ``hflip`` (``flip``), ``color_jitter``,
-``grayscale``, ``gaussian_blur``, ``randaugment``, ``trivialaugment``, ``autoaugment``.
+Built-in ops (config name: module of :mod:`.ops`): the decode-fused crops
+``random_resized_crop`` and ``resize_center_crop`` (``crop``), ``center_crop`` and
+``random_crop`` (torchvision's ``CenterCrop`` / ``RandomCrop`` after an optional resize,
+with padding); ``hflip`` (``flip``), ``vflip``, ``color_jitter``, ``grayscale``,
+``gaussian_blur``, ``solarize``, ``randaugment``, ``trivialaugment``, ``autoaugment``, and
+``random_apply`` (a list of ops applied together with a probability).
 Register your own with :func:`register_op` (docs/augmentation.md, "Your own op").
 
 Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
@@ -16,6 +19,7 @@ from dali_pipes.augment.base import Context, CropOp, Op, Params, Row, op_names, 
 from dali_pipes.augment.batch import BatchOp, BatchStage, register_batch_op
 from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the built-in ops
     autoaugment,
+    center_crop,
     color_jitter,
     crop,
     erasing,
@@ -24,7 +28,11 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     grayscale,
     mixup,
     randaugment,
+    random_apply,
+    random_crop,
+    solarize,
     trivialaugment,
+    vflip,
 )
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline
 

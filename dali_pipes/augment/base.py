@@ -151,6 +151,17 @@ class CropOp(Op):
         """The output side in ``epoch`` (``size`` unless the crop has a resolution schedule)."""
         return self.size
 
+    def shape_at(self, epoch: int) -> tuple[int, int]:
+        """(height, width) of the output in ``epoch``: square unless a crop says otherwise."""
+        side = self.size_at(epoch)
+        return (side, side)
+
+    def pad_fill(self) -> tuple[int, int, int] | None:
+        """The colour a window reaching past the image is padded with (torchvision's
+        ``fill``); None when the crop's windows always lie inside the image, which lets
+        the DALI backend decode only the window."""
+        return None
+
     @abstractmethod
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
         """Geometry in ``epoch`` for images of ``sizes`` ([B, 2] height, width) from ``u``."""
@@ -320,3 +331,51 @@ def span(
         f"the range must lie within [{bound[0]}, {bound[1]}]",
     )
     return None if lo == hi == center else (lo, hi)
+
+
+def side_or_shape(op: Any, name: str, *, optional: bool = False) -> int | tuple[int, int] | None:
+    """Coerce a size field to an int (one side) or a ``(height, width)`` tuple of positive
+    ints (``[s]`` is ``s``, as torchvision reads it); None only when ``optional``."""
+    value = getattr(op, name)
+    if value is None and optional:
+        return None
+    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
+        value = value[0]
+    ok = False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        ok = float(value).is_integer() and value >= 1
+        value = int(value) if ok else value
+    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+        ok = all(
+            isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
+            for v in value
+        )
+        value = (int(value[0]), int(value[1])) if ok else value
+        ok = ok and min(value) >= 1
+    need = "expected a positive int or [height, width]" + (", or null" if optional else "")
+    require(ok, name, getattr(op, name), need)
+    object.__setattr__(op, name, value)
+    return value
+
+
+def shape_of(size: int | tuple[int, int]) -> tuple[int, int]:
+    """(height, width) of a size that is one side or (height, width)."""
+    return (size, size) if isinstance(size, int) else size
+
+
+def fill_of(op: Any, name: str) -> tuple[int, int, int]:
+    """Coerce a padding fill (one grey level 0..255, or one per RGB channel) to three."""
+    value = getattr(op, name)
+    values = (
+        [value] * 3 if isinstance(value, int | float) and not isinstance(value, bool) else value
+    )
+    ok = isinstance(values, Sequence) and not isinstance(values, str) and len(values) == 3
+    ok = ok and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
+        for v in values
+    )
+    ok = ok and all(0 <= v <= 255 for v in values)
+    require(ok, name, value, "expected a grey level 0..255 or three, one per RGB channel")
+    fill = (int(values[0]), int(values[1]), int(values[2]))
+    object.__setattr__(op, name, fill[0] if len(set(fill)) == 1 else fill)
+    return fill

@@ -43,6 +43,11 @@ class BatchOp(ABC):
     #: True when the op turns labels into soft targets ``[N, num_classes]``.
     soft_targets: ClassVar[bool] = False
 
+    @property
+    def integer_safe(self) -> bool:
+        """Whether the op is right on uint8 batches (``augment.dtype=uint8``) too."""
+        return False
+
     def check(self, num_classes: int, key: str) -> None:  # noqa: B027 - optional hook
         """Refuse data the op cannot work with (called when a loader is built)."""
 

@@ -12,9 +12,12 @@ with their uniform draws from :mod:`dali_pipes.augment.keyed`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from dali_pipes.errors import DataError
 
 ATTEMPTS = 10  # torchvision's RandomResizedCrop tries 10 times before its fallback
 
@@ -27,6 +30,9 @@ class Geometry:
     resize: np.ndarray  # [B, 2] int64: nh, nw the window is resized to
     crop: np.ndarray  # [B, 2] int64: top, left of the output inside the resized window
     out: tuple[int, int]  # oh, ow
+    #: The colour of window pixels past the image's edge (torchvision's padding ``fill``);
+    #: None: every window lies inside its image.
+    fill: tuple[int, int, int] | None = None
 
     def roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The output region in window pixels, (y, x) order: DALI ``fn.resize`` ROI."""
@@ -121,3 +127,87 @@ def plan_resize_center_crop(sizes: np.ndarray, resize: int, size: int) -> Geomet
     window[:, 2] = sizes[:, 1]
     window[:, 3] = sizes[:, 0]
     return Geometry(window=window, resize=resized, crop=crop, out=(size, size))
+
+
+def resized(sizes: np.ndarray, resize: int | tuple[int, int] | None) -> np.ndarray:
+    """torchvision ``Resize(resize)``'s output (nh, nw): the shorter side for an int, the
+    size itself for (height, width); None: no resize."""
+    if resize is None:
+        return sizes.astype(np.int64)
+    if isinstance(resize, int):
+        return resize_shorter(sizes, resize)
+    return np.tile(np.asarray(resize, dtype=np.int64), (len(sizes), 1))
+
+
+def _whole(sizes: np.ndarray) -> np.ndarray:
+    window = np.zeros((len(sizes), 4), dtype=np.int64)
+    window[:, 2], window[:, 3] = sizes[:, 1], sizes[:, 0]
+    return window
+
+
+def _planned(
+    sizes: np.ndarray,
+    resize: int | tuple[int, int] | None,
+    corner: np.ndarray,
+    out: tuple[int, int],
+    fill: tuple[int, int, int] | None,
+) -> Geometry:
+    """The geometry of an ``out`` crop at ``corner`` ([B, 2] top, left) of the resized
+    images; without a resize the corner may lie outside the image (padding), and the
+    window is the crop itself."""
+    n = len(sizes)
+    if resize is None:
+        window = np.stack([corner[:, 1], corner[:, 0], np.full(n, out[1]), np.full(n, out[0])], 1)
+        shape = np.tile(np.asarray(out, dtype=np.int64), (n, 1))
+        return Geometry(window.astype(np.int64), shape, np.zeros((n, 2), np.int64), out, fill)
+    return Geometry(_whole(sizes), resized(sizes, resize), corner.astype(np.int64), out, fill)
+
+
+def plan_center_crop(
+    sizes: np.ndarray, resize: int | tuple[int, int] | None, out: tuple[int, int]
+) -> Geometry:
+    """torchvision ``Resize(resize)`` (None: none) then ``CenterCrop(out)``: the corner is
+    ``round((side - crop) / 2)``; a side shorter than the crop is padded with zeros,
+    ``(crop - side) // 2`` before it (torchvision's ``center_crop``)."""
+    side = resized(sizes, resize)
+    crop = np.asarray(out, dtype=np.int64)[None, :]
+    corner = np.where(side >= crop, np.rint((side - crop) / 2.0), -((crop - side) // 2))
+    fill = (0, 0, 0) if resize is None else None
+    return _planned(sizes, resize, corner.astype(np.int64), out, fill)
+
+
+def plan_random_crop(
+    sizes: np.ndarray,
+    u: np.ndarray,
+    resize: int | tuple[int, int] | None,
+    out: tuple[int, int],
+    padding: Sequence[int],
+    pad_if_needed: bool,
+    fill: tuple[int, int, int],
+) -> Geometry:
+    """torchvision ``Resize(resize)`` (None: none) then ``RandomCrop(out, padding,
+    pad_if_needed, fill)``: pad by ``padding`` (left, top, right, bottom); with
+    ``pad_if_needed`` a side still shorter than the crop is padded by the difference on both
+    ends; the corner is uniform over the padded image, from ``u`` ([B, 2]: top, left)."""
+    side = resized(sizes, resize)
+    left, top, right, bottom = (int(p) for p in padding)
+    before = np.tile(np.array([top, left], dtype=np.int64), (len(sizes), 1))
+    padded = side + np.array([top + bottom, left + right])
+    crop = np.asarray(out, dtype=np.int64)[None, :]
+    if pad_if_needed:
+        short = np.maximum(crop - padded, 0)
+        before, padded = before + short, padded + 2 * short
+    if (padded < crop).any():
+        h, w = (int(v) for v in padded[np.argmax((padded < crop).any(axis=1))])
+        raise DataError(
+            f"an image of {h}x{w} pixels (after RandomCrop's padding) is smaller than the "
+            f"{out[0]}x{out[1]} crop; set pad_if_needed=True or pad more"
+        )
+    corner = np.minimum(np.floor(u * (padded - crop + 1)), padded - crop) - before
+    pads = padding_used(padding, pad_if_needed)
+    return _planned(sizes, resize, corner.astype(np.int64), out, fill if pads else None)
+
+
+def padding_used(padding: Sequence[int], pad_if_needed: bool) -> bool:
+    """Whether a random crop's windows can reach past the image."""
+    return pad_if_needed or any(int(p) for p in padding)

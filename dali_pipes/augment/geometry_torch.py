@@ -100,16 +100,36 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x), 0, 255).astype(np.uint8)
 
 
+def window_of(
+    image: torch.Tensor, window: tuple[int, int, int, int], fill: tuple[int, int, int] | None
+) -> torch.Tensor:
+    """The ``window`` (x, y, w, h) of a ``[3, H, W]`` image; with ``fill``, the window's
+    pixels past the image are ``fill`` (torchvision's constant padding), else a window
+    lies inside its image (the crops without padding plan no other)."""
+    x, y, w, h = window
+    height, width = image.shape[-2:]
+    inside = x >= 0 and y >= 0 and x + w <= width and y + h <= height
+    if fill is None or inside:
+        return image[:, y : y + h, x : x + w]
+    region = torch.tensor(fill, dtype=image.dtype).view(3, 1, 1).repeat(1, h, w)
+    top, left = max(y, 0), max(x, 0)
+    bottom, right = min(y + h, height), min(x + w, width)
+    if top < bottom and left < right:
+        region[:, top - y : bottom - y, left - x : right - x] = image[:, top:bottom, left:right]
+    return region
+
+
 def apply_geometry(
     image: torch.Tensor,
     window: tuple[int, int, int, int],
     resize: tuple[int, int],
     crop: tuple[int, int],
     out: tuple[int, int],
+    fill: tuple[int, int, int] | None = None,
 ) -> torch.Tensor:
     """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample."""
-    x, y, w, h = window
-    region = image[:, y : y + h, x : x + w]
+    region = window_of(image, window, fill)
+    h, w = region.shape[-2:]
     if resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
         # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
         # compute just the output pixels instead, with the same (DALI) filter.
@@ -126,4 +146,4 @@ def apply_row(image: torch.Tensor, geometry: Geometry, j: int) -> torch.Tensor:
     """Sample ``j`` of a batch's ``geometry`` realised on its decoded uint8 ``[3, H, W]``
     ``image`` (:func:`apply_geometry`): what the torch backend and the caches do per sample."""
     window, resize, crop = geometry.row(j)
-    return apply_geometry(image, window, resize, crop, geometry.out)
+    return apply_geometry(image, window, resize, crop, geometry.out, geometry.fill)

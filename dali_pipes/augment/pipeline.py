@@ -63,8 +63,7 @@ class Pipeline:
     def size(self, epoch: int = 0) -> tuple[int, int]:
         """(height, width) of the crop's output in ``epoch``: what every op sees, what a
         batch holds."""
-        side = self.crop.size_at(epoch)
-        return (side, side)
+        return self.crop.shape_at(epoch)
 
     def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int) -> Draw:
         """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``."""

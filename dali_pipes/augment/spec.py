@@ -4,6 +4,7 @@ each op's schema lives), and the batch's output format (mean, std, dtype, layout
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,10 @@ if TYPE_CHECKING:
     from dali_pipes.augment import Pipeline
     from dali_pipes.augment.batch import BatchStage
 
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = ("float32", "float16", "bfloat16", "uint8")
+#: ``augment.std`` of a batch of pixels as they are (0..255): the only normalisation
+#: ``dtype=uint8`` takes, with a zero mean.
+PIXEL_STD = 1.0 / 255.0
 
 
 def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
@@ -21,6 +25,18 @@ def _triple(obj: Any, name: str, key: str) -> tuple[float, float, float]:
     require(len(value) == 3, key, value, "expected three numbers, one per RGB channel")
     object.__setattr__(obj, name, value)
     return value  # type: ignore[return-value]
+
+
+def _require_pixels(mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+    """``dtype=uint8`` hands over the pixels: mean 0 and std 1/255 (no arithmetic)."""
+    pixels = all(m == 0 for m in mean) and all(math.isclose(s, PIXEL_STD) for s in std)
+    require(
+        pixels,
+        "augment.dtype",
+        "uint8",
+        "hands over the pixels as they are: set augment.mean=[0,0,0] and "
+        f"augment.std=[{PIXEL_STD!r}]*3, or choose a float dtype",
+    )
 
 
 @dataclass(frozen=True)
@@ -55,18 +71,35 @@ class AugmentSpec:
 
     train: SplitAugment = field(default_factory=SplitAugment)
     val: SplitAugment = field(default_factory=_default_val)
-    # On the 0-1 scale, like torchvision's Normalize; backends multiply by 255.
+    # On the 0-1 scale, like torchvision's Normalize; backends multiply by 255. A batch
+    # holds (pixel / 255 - mean) / std: std 1/255 and mean 0 hand over the pixels as
+    # they are (0..255), std 1 and mean 0 scale them to [0, 1] (torchvision's ToTensor).
     mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
     channels_last: bool = False
     imports: tuple[str, ...] = ()
+    #: torchvision pipelines given by ``_target_`` nodes, per split: each one given
+    #: replaces that split, and ``mean``, ``std`` and ``dtype`` become what it outputs.
+    #: Read where a config becomes this spec (:func:`dali_pipes.config.specs.to_spec`,
+    #: by :mod:`dali_pipes.augment.from_torchvision`), which leaves it empty.
+    torchvision: Any = field(default_factory=lambda: {"train": None, "val": None})
 
     def __post_init__(self) -> None:
+        pending = self.torchvision is not None and any(dict(self.torchvision).values())
+        require(
+            not pending,
+            "augment.torchvision",
+            "(a transform)",
+            "is read where a config becomes a spec (dali_pipes.config.specs.to_spec); in "
+            "Python use dali_pipes.augment.from_torchvision.augment_spec(transform)",
+        )
         _triple(self, "mean", "augment.mean")
         std = _triple(self, "std", "augment.std")
         require(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
         require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+        if self.dtype == "uint8":
+            _require_pixels(self.mean, std)
         object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
         from dali_pipes.augment import parse_pipeline
         from dali_pipes.augment.batch import batch_config, parse_batch
@@ -83,6 +116,20 @@ class AugmentSpec:
             crop, ops = pipeline.config()
             batch = batch_config(*batches[split])
             object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops, batch=batch))
+            if self.dtype == "uint8":
+                for op in batches[split][0]:
+                    require(
+                        op.integer_safe,
+                        f"augment.{split}.batch",
+                        op.name,
+                        "works on float images; augment.dtype=uint8 takes no such batch op",
+                    )
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether batches are computed from the pixels (False: ``dtype=uint8``, the
+        pixels as they are)."""
+        return self.dtype != "uint8"
 
     def pipeline(self, train: bool) -> Pipeline:
         """The split's crop and ops, validated."""
@@ -91,6 +138,11 @@ class AugmentSpec:
     def out_size(self, train: bool, epoch: int = 0) -> int:
         """The side of the split's output images in ``epoch`` (a resolution schedule moves it)."""
         return self.pipeline(train).crop.size_at(epoch)
+
+    def out_shape(self, train: bool, epoch: int = 0) -> tuple[int, int]:
+        """(height, width) of the split's output images in ``epoch`` (not square after a
+        crop of a (height, width) size)."""
+        return self.pipeline(train).size(epoch)
 
     def batch_stage(
         self, train: bool, num_classes: int, seed: int = 0, rank: int = 0

@@ -17,13 +17,20 @@ import torch
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.base import Batch
 
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "uint8": torch.uint8,
+}
 
 
 class Normalizer:
-    """Applies mean/std, output dtype and memory format to a uint8 ``[N, 3, H, W]`` batch."""
+    """Applies mean/std, output dtype and memory format to a uint8 ``[N, 3, H, W]`` batch
+    (``dtype=uint8``: the memory format alone)."""
 
     def __init__(self, augment: AugmentSpec, device: torch.device) -> None:
+        self.normalizes = augment.normalizes
         self.mean = torch.tensor(augment.mean, device=device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(augment.std, device=device).view(1, 3, 1, 1) * 255
         self.dtype = TORCH_DTYPES[augment.dtype]
@@ -32,6 +39,8 @@ class Normalizer:
         )
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if not self.normalizes:
+            return images.contiguous(memory_format=self.memory_format)
         x = images.to(torch.float32).sub_(self.mean).div_(self.std)
         return x.to(dtype=self.dtype, memory_format=self.memory_format)
 

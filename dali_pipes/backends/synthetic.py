@@ -22,19 +22,23 @@ class SyntheticLoader(Loader):
     def __init__(self, spec: LoaderSpec) -> None:
         super().__init__(spec)
         _, self.device = loader_devices(spec)
-        self._images = self._make(spec.augment.out_size(spec.train))
+        self._images = self._make(spec.augment.out_shape(spec.train))
         self._labels = torch.from_numpy(spec.source.labels)
 
-    def _make(self, size: int) -> torch.Tensor:
+    def _make(self, size: tuple[int, int]) -> torch.Tensor:
         spec = self.spec
         g = torch.Generator().manual_seed(spec.sampling.seed)
-        images = torch.randn(spec.batch_size, 3, size, size, generator=g)
+        shape = (spec.batch_size, 3, *size)
+        if spec.augment.normalizes:
+            images = torch.randn(shape, generator=g)
+        else:  # pixels
+            images = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8)
         fmt = torch.channels_last if spec.augment.channels_last else torch.contiguous_format
         return images.to(self.device, dtype=TORCH_DTYPES[spec.augment.dtype], memory_format=fmt)
 
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
-        size = self.spec.augment.out_size(self.spec.train, plan.epoch)
-        if self._images.shape[-1] != size:  # a resolution schedule moved on
+        size = self.spec.augment.out_shape(self.spec.train, plan.epoch)
+        if tuple(self._images.shape[-2:]) != size:  # a resolution schedule moved on
             self._images = self._make(size)
         for batch in plan.batches:
             labels = self._labels[torch.from_numpy(batch)].to(self.device, non_blocking=True)

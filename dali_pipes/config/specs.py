@@ -68,10 +68,29 @@ def import_user_modules(modules: Iterable[Any]) -> None:
             ) from None
 
 
+def with_torchvision(node: DictConfig) -> DictConfig:
+    """The augment node with ``augment.torchvision``'s transforms in their splits and the
+    batch format (mean, std, dtype) they output (:mod:`dali_pipes.augment.from_torchvision`);
+    the node itself when it gives none."""
+    given = node.get("torchvision")
+    if not isinstance(given, DictConfig) or all(v is None for v in given.values()):
+        return node
+    from dali_pipes.augment.from_torchvision import from_config
+
+    splits, (mean, std, dtype) = from_config(OmegaConf.to_container(given, resolve=True))
+    node = node.copy()
+    for split, aug in splits.items():
+        node[split].crop, node[split].ops, node[split].batch = aug.crop, aug.ops, aug.batch
+    node.mean, node.std, node.dtype = list(mean), list(std), dtype
+    node.torchvision = {"train": None, "val": None}
+    return node
+
+
 def to_spec(node: Any, kind: type[T]) -> T:
     """A config node -> its frozen dataclass, validated; errors become :class:`ConfigError`."""
     if kind is AugmentSpec and isinstance(node, DictConfig):
         import_user_modules(node.get("imports") or ())
+        node = with_torchvision(node)
     try:
         obj = OmegaConf.to_object(node) if isinstance(node, DictConfig) else node
     except OmegaConfBaseException as exc:

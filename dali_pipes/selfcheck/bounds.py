@@ -118,8 +118,10 @@ EQUALIZE_RULE = Bound(3.0, 255.0, 6.0)
 #: operations; the single operations are :data:`OPERATION`).
 OP_BOUNDS = {
     "hflip": EXACT,
+    "vflip": EXACT,
     "grayscale": EXACT,
     "gaussian_blur": EXACT,
+    "solarize": OPERATION["Solarize"],  # at 128 continuous (127 and 128 both give 127)
     "color_jitter": COLOR_JITTER,
     "randaugment": POLICY,
     "trivialaugment": POLICY,

@@ -8,7 +8,9 @@ drawn again, up to 10 attempts, then given up, as timm does. A fitting box gets 
 top-left corner and is filled, like ``torchvision.transforms.v2.functional.erase``, with
 ``mode``: ``pixel`` -- per-pixel standard normal noise (on the normalised image, so noise
 of the data's own scale; DeiT's ``remode=pixel``), ``rand`` -- one normal value per
-channel, ``const`` -- zeros (the mean colour).
+channel, ``const`` -- ``value`` (one number, or one per channel, on the batch's scale: the
+default 0 is the mean colour of a normalised batch), as torchvision's ``RandomErasing``
+fills its ``value``.
 
 The boxes are drawn in NumPy for the whole batch at once (every attempt is drawn whether
 used or not, so the stream's use is fixed); the noise comes from the batch stage's torch
@@ -37,7 +39,9 @@ MODES = ("pixel", "rand", "const")
 class RandomErasing(BatchOp):
     """timm ``RandomErasing(probability, min_area, max_area, min_aspect, max_aspect, mode,
     min_count, max_count)``; ``max_aspect=None`` is ``1 / min_aspect``, ``max_count=None``
-    is ``min_count``."""
+    is ``min_count``; ``value``: the fill of ``mode=const``. With one box it is torchvision's
+    ``RandomErasing(p, scale=(min_area, max_area), ratio=(min_aspect, max_aspect), value)``
+    (``value='random'``: ``mode=pixel``)."""
 
     name = "random_erasing"
     p: float = 0.25
@@ -48,6 +52,7 @@ class RandomErasing(BatchOp):
     mode: str = "pixel"
     min_count: int = 1
     max_count: int | None = None
+    value: Any = 0.0
 
     def __post_init__(self) -> None:
         number(self, "p", 0, 1)
@@ -63,6 +68,19 @@ class RandomErasing(BatchOp):
         if self.max_count is None:
             object.__setattr__(self, "max_count", self.min_count)
         number(self, "max_count", self.min_count, integer=True)
+        value = self.value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = [value] * 3
+        ok = isinstance(value, list | tuple) and len(value) == 3
+        ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        require(ok, "value", self.value, "expected a number or three, one per channel")
+        values = tuple(float(v) for v in value)
+        object.__setattr__(self, "value", values[0] if len(set(values)) == 1 else values)
+
+    @property
+    def integer_safe(self) -> bool:
+        """A constant fill is right on uint8 pixels too; noise is not."""
+        return self.mode == "const"
 
     def draw(self, rng: np.random.Generator, n: int, size: tuple[int, int]) -> dict[str, Any]:
         """``boxes``: ``[n, max_count, 4]`` int64 (top, left, h, w); h = 0 where none."""
@@ -99,7 +117,8 @@ class RandomErasing(BatchOp):
             values = torch.randn((c, 1, 1), generator=noise, device=images.device)
             values = values.expand(c, h, w)
         else:
-            values = torch.zeros((c, h, w), device=images.device)
+            fill = self.value if isinstance(self.value, tuple) else (self.value,) * c
+            values = torch.tensor(fill, device=images.device).view(c, 1, 1).expand(c, h, w)
         return values.to(images.dtype)
 
     def apply(

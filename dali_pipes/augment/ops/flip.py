@@ -1,10 +1,11 @@
-"""Horizontal flip with probability ``p`` (torchvision ``RandomHorizontalFlip``)."""
+"""Horizontal flip with probability ``p`` (torchvision ``RandomHorizontalFlip``), and what
+every flip shares (:class:`Flip`; the vertical one is :mod:`.vflip`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -12,16 +13,12 @@ import torch
 from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
 
 
-@register_op
 @dataclass(frozen=True)
-class HorizontalFlip(Op):
-    """Mirror left-right when the sample's draw is below ``p``.
+class Flip(Op):
+    """Mirror the image when the sample's draw is below ``p``: left-right when
+    ``horizontal``, else top-bottom."""
 
-    When only pointwise ops follow it, the DALI backend fuses the flip into
-    ``crop_mirror_normalize`` (the same pixels, one pass fewer).
-    """
-
-    name = "hflip"
+    horizontal: ClassVar[bool] = True
     p: float = 0.5
 
     def __post_init__(self) -> None:
@@ -36,15 +33,31 @@ class HorizontalFlip(Op):
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
         import torchvision.transforms.v2.functional as F
 
-        return F.horizontal_flip(image) if p["flip"] else image
+        if not p["flip"]:
+            return image
+        return F.horizontal_flip(image) if self.horizontal else F.vertical_flip(image)
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
         from nvidia.dali import fn
 
-        return fn.flip(images, horizontal=p["flip"], vertical=0)
+        if self.horizontal:
+            return fn.flip(images, horizontal=p["flip"], vertical=0)
+        return fn.flip(images, horizontal=0, vertical=p["flip"])
 
     def needs_conditionals(self, gpu: bool) -> bool:
         return False  # the flag is an argument of fn.flip (or crop_mirror_normalize)
+
+
+@register_op
+@dataclass(frozen=True)
+class HorizontalFlip(Flip):
+    """Mirror left-right when the sample's draw is below ``p``.
+
+    When only pointwise ops follow it, the DALI backend fuses the flip into
+    ``crop_mirror_normalize`` (the same pixels, one pass fewer).
+    """
+
+    name = "hflip"
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

@@ -133,13 +133,23 @@ def param_types(dtypes: list[str]) -> list[Any]:
     return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
 
 
-def window(images: Any, anchor: Any, shape: Any) -> Any:
+def window(images: Any, anchor: Any, shape: Any, fill: tuple[int, int, int] | None = None) -> Any:
     """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
-    images: after a whole-image decode, and of the cached images."""
+    images: after a whole-image decode, and of the cached images. With ``fill`` a window
+    may reach past the image; those pixels are ``fill`` (torchvision's constant padding)."""
     from nvidia.dali import fn
 
+    padding: dict[str, Any] = {}
+    if fill is not None:
+        padding = {"out_of_bounds_policy": "pad", "fill_values": [float(v) for v in fill]}
     return fn.slice(
-        images, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
+        images,
+        anchor,
+        shape,
+        axis_names="WH",
+        normalized_anchor=False,
+        normalized_shape=False,
+        **padding,
     )
 
 
@@ -203,7 +213,7 @@ class CachedPixels:
             device=graph.devices.operators,
             cuda_stream=self.cuda_stream,
         )
-        return window(images, anchor, shape), [labels, *params]
+        return window(images, anchor, shape, graph.pad_fill), [labels, *params]
 
 
 @dataclass(frozen=True)
@@ -236,9 +246,18 @@ class DaliGraph:
         return self.devices.gpu_graph and self.options.fancy_upsampling
 
     @property
+    def pad_fill(self) -> tuple[int, int, int] | None:
+        """The padding colour of crop windows that may reach past the image (None: they
+        never do; :meth:`~dali_pipes.augment.base.CropOp.pad_fill`)."""
+        return self.spec.augment.pipeline(self.spec.train).crop.pad_fill()
+
+    @property
     def roi_decode(self) -> bool:
         """Decode only the crop window: as asked, else unless nvJPEG is asked for fancy
-        upsampling (which it declines together with region decoding)."""
+        upsampling (which it declines together with region decoding). Never for windows
+        that may reach past the image: DALI's region decoders cannot pad."""
+        if self.pad_fill is not None:
+            return False
         roi = self.options.roi_decode
         return not self.fancy_upsampling if roi is None else roi
 
@@ -315,7 +334,7 @@ class DaliGraph:
                 normalized_shape=False,
                 **decoder,
             )
-        return window(fn.decoders.image(encoded, **decoder), anchor, shape)
+        return window(fn.decoders.image(encoded, **decoder), anchor, shape, self.pad_fill)
 
     def _resize(self, images: Any, roi_start: Any, roi_end: Any, out: Any) -> Any:
         """Each crop window to the output size: antialiased linear, DALI's filter."""
@@ -369,7 +388,7 @@ class DaliGraph:
             mirror=0 if mirror is None else mirror,
             mean=[255 * m for m in aug.mean],
             std=[255 * s for s in aug.std],
-            dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
+            dtype={"float16": types.FLOAT16, "uint8": types.UINT8}.get(aug.dtype, types.FLOAT),
             output_layout="HWC" if aug.channels_last else "CHW",
         )
         return images, labels.gpu() if devices.outputs == "gpu" else labels

@@ -41,7 +41,7 @@ def _copied(
     from nvidia.dali.plugin.pytorch import feed_ndarray
 
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
-    dtype = torch.float16 if augment.dtype == "float16" else torch.float32
+    dtype = {"float16": torch.float16, "uint8": torch.uint8}.get(augment.dtype, torch.float32)
     images = torch.empty(images_dali.shape(), dtype=dtype, device=device)
     labels = torch.empty(labels_dali.shape(), dtype=torch.int64, device=device)
     feed_ndarray(images_dali, images, cuda_stream=stream)

@@ -1,0 +1,329 @@
+"""One rule per supported torchvision transform: what it becomes in dali_pipes.
+
+A rule reads a transform instance (v1 ``torchvision.transforms`` or v2
+``torchvision.transforms.v2``, whose classes differ but whose arguments mean the same) and
+returns one :class:`Step`:
+
+- ``convert``: the new :class:`~dali_pipes.augment.from_torchvision.values.Values` (what the
+  image is after ``ToTensor``, ``ToDtype``, ``Normalize``, ...);
+- ``geometry``: a resize or crop's arguments, which :mod:`.fused` turns into the split's
+  decode-fused crop op;
+- ``op``: the config of the registered op that realises it (``hflip``, ``color_jitter``,
+  ``randaugment``, ...), so its parameters are drawn from (seed, epoch, sample) like any
+  op's;
+- ``erase``: ``RandomErasing`` as the batch stage's ``random_erasing`` op (its fill is
+  put on the batch's scale once the pipeline's end is known).
+
+A rule raises :class:`~dali_pipes.augment.from_torchvision.values.Refused` with the reason
+for an argument it cannot honour exactly; the walk (:mod:`.convert`) names the transform
+and its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from dali_pipes.augment.from_torchvision import args
+from dali_pipes.augment.from_torchvision.values import Refused, Values, dtype_name
+
+Kind = Literal["convert", "geometry", "op", "erase"]
+#: Ops whose ``p`` applies the whole op with that probability: ``RandomApply`` of one of
+#: them is the op with ``p`` multiplied.
+WITH_P = (
+    "hflip",
+    "vflip",
+    "grayscale",
+    "color_jitter",
+    "gaussian_blur",
+    "solarize",
+    "random_apply",
+)
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a rule runs: the image before the transform, torchvision's version (1, 2), and
+    ``inner``, which maps a transform nested in this one (``RandomApply``'s list) to an op
+    config, naming its place in errors."""
+
+    values: Values
+    version: int
+    inner: Callable[[Any, int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A transform's rule: its kind of step and the function that reads it."""
+
+    kind: Kind
+    read: Callable[[Any, At], Any]
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(name: str, kind: Kind) -> Callable[[Callable[[Any, At], Any]], Callable[[Any, At], Any]]:
+    """Register the rule of transform ``name`` (the class name in torchvision)."""
+
+    def register(read: Callable[[Any, At], Any]) -> Callable[[Any, At], Any]:
+        RULES[name] = Rule(kind, read)
+        return read
+
+    return register
+
+
+@cache
+def classes() -> dict[type, tuple[str, int]]:
+    """torchvision's classes of the supported transforms -> (name, version)."""
+    import torchvision.transforms as v1
+    import torchvision.transforms.v2 as v2
+
+    table: dict[type, tuple[str, int]] = {}
+    for name in RULES:
+        for version, module in ((1, v1), (2, v2)):
+            cls = getattr(module, name, None)
+            if isinstance(cls, type):
+                table.setdefault(cls, (name, version))
+    return table
+
+
+def pixels(at: At) -> None:
+    """An image op works on pixels (8-bit, or [0, 1] floats), as torchvision's ops expect."""
+    if not at.values.pixels:
+        raise Refused(
+            "it is given values that are not pixels (after Normalize, or floats 0..255), "
+            "where torchvision's colour and geometry ops assume pixels; move it before them"
+        )
+
+
+# --------------------------------------------------------------------------- conversions
+
+
+def _from_pil(at: At, converted: Values) -> Values:
+    """A conversion of PIL images: v1 raises on a tensor, v2 passes it through."""
+    if at.values.pil:
+        return converted
+    if at.version == 1:
+        raise Refused("needs a PIL image, it is given a tensor (torchvision raises)")
+    return at.values
+
+
+@rule("ToTensor", "convert")
+def _to_tensor(t: Any, at: At) -> Values:
+    return _from_pil(at, at.values.to_tensor())
+
+
+@rule("PILToTensor", "convert")
+def _pil_to_tensor(t: Any, at: At) -> Values:
+    return _from_pil(at, at.values.to_image())
+
+
+@rule("ToImage", "convert")
+def _to_image(t: Any, at: At) -> Values:
+    return at.values.to_image() if at.values.pil else at.values
+
+
+@rule("ToDtype", "convert")
+def _to_dtype(t: Any, at: At) -> Values:
+    if at.values.pil:
+        return at.values  # v2 passes PIL images through
+    return at.values.to_dtype(dtype_name(t.dtype), bool(t.scale))
+
+
+@rule("ConvertImageDtype", "convert")
+def _convert_image_dtype(t: Any, at: At) -> Values:
+    if at.values.pil:
+        if at.version == 1:
+            raise Refused("needs a tensor, it is given a PIL image (torchvision raises)")
+        return at.values
+    return at.values.to_dtype(dtype_name(t.dtype), True)
+
+
+@rule("ToPureTensor", "convert")
+def _to_pure_tensor(t: Any, at: At) -> Values:
+    return at.values  # a tv_tensors.Image as a plain tensor: the same values
+
+
+@rule("Normalize", "convert")
+def _normalize(t: Any, at: At) -> Values:
+    return at.values.normalize(tuple(t.mean), tuple(t.std))
+
+
+# --------------------------------------------------------------------------- geometry
+
+
+def _resampled(t: Any, at: At) -> None:
+    """A resize the decode-fused crop does exactly: of pixels, bilinear, antialiased."""
+    pixels(at)
+    args.require_interpolation(t.interpolation, ("bilinear",))
+    args.antialiased(t, at.values.pil)
+
+
+@rule("Resize", "geometry")
+def _resize(t: Any, at: At) -> dict[str, Any]:
+    if t.max_size is not None:
+        raise Refused(f"max_size={t.max_size} is not supported")
+    _resampled(t, at)
+    return {"resize": args.size(t.size, shorter=True)}
+
+
+@rule("CenterCrop", "geometry")
+def _center_crop(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    return {"size": args.size(t.size, shorter=False)}
+
+
+@rule("RandomResizedCrop", "geometry")
+def _random_resized_crop(t: Any, at: At) -> dict[str, Any]:
+    _resampled(t, at)
+    return {
+        "size": args.square(t.size),
+        "scale": [float(v) for v in t.scale],
+        "ratio": [float(v) for v in t.ratio],
+    }
+
+
+@rule("RandomCrop", "geometry")
+def _random_crop(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    padding = args.padding(t, at.version)
+    pads = bool(t.pad_if_needed) or any(padding)
+    if pads and t.padding_mode != "constant":
+        raise Refused(f"padding_mode={t.padding_mode!r} is not supported; use 'constant'")
+    return {
+        "size": args.size(t.size, shorter=False),
+        "padding": list(padding),
+        "pad_if_needed": bool(t.pad_if_needed),
+        "fill": args.fill(t.fill, not at.values.floating) if pads else 0,
+    }
+
+
+# --------------------------------------------------------------------------- image ops
+
+
+@rule("RandomHorizontalFlip", "op")
+def _hflip(t: Any, at: At) -> dict[str, Any]:
+    return {"op": "hflip", "p": float(t.p)}  # exact on any values
+
+
+@rule("RandomVerticalFlip", "op")
+def _vflip(t: Any, at: At) -> dict[str, Any]:
+    return {"op": "vflip", "p": float(t.p)}
+
+
+@rule("ColorJitter", "op")
+def _color_jitter(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    parts: dict[str, Any] = {}
+    for part in ("brightness", "contrast", "saturation", "hue"):
+        value = getattr(t, part)
+        parts[part] = 0.0 if value is None else [float(value[0]), float(value[1])]
+    return {"op": "color_jitter", **parts, "p": 1.0}
+
+
+@rule("RandomGrayscale", "op")
+def _random_grayscale(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    return {"op": "grayscale", "p": float(t.p)}
+
+
+@rule("Grayscale", "op")
+def _grayscale(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    if t.num_output_channels != 3:
+        raise Refused(
+            f"num_output_channels={t.num_output_channels} is not supported: batches have three "
+            "channels; use Grayscale(num_output_channels=3) (the grey value in each channel)"
+        )
+    return {"op": "grayscale", "p": 1.0}
+
+
+@rule("GaussianBlur", "op")
+def _gaussian_blur(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    sigma = [float(v) for v in t.sigma]
+    return {
+        "op": "gaussian_blur",
+        "kernel_size": [int(k) for k in t.kernel_size],
+        "sigma": sigma,
+        "p": 1.0,
+    }
+
+
+@rule("RandomSolarize", "op")
+def _solarize(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    threshold = float(t.threshold)
+    if at.values.floating:  # torchvision compares [0, 1] floats with a [0, 1] threshold
+        threshold *= 255.0
+    return {"op": "solarize", "threshold": threshold, "p": float(t.p)}
+
+
+@rule("RandomApply", "op")
+def _random_apply(t: Any, at: At) -> dict[str, Any]:
+    inner = [at.inner(transform, k) for k, transform in enumerate(t.transforms)]
+    if not inner:
+        raise Refused("has no transforms")
+    p = float(t.p)
+    if len(inner) == 1 and inner[0]["op"] in WITH_P:
+        return {**inner[0], "p": float(inner[0]["p"]) * p}
+    return {"op": "random_apply", "p": p, "ops": inner}
+
+
+def _warp(t: Any, at: At) -> dict[str, Any]:
+    """The interpolation and fill of the auto-augment transforms."""
+    pixels(at)
+    return {
+        "interpolation": args.require_interpolation(t.interpolation, ("nearest", "bilinear")),
+        "fill": args.same_fill(t.fill, not at.values.floating),
+    }
+
+
+@rule("RandAugment", "op")
+def _randaugment(t: Any, at: At) -> dict[str, Any]:
+    return {
+        "op": "randaugment",
+        "num_ops": int(t.num_ops),
+        "magnitude": int(t.magnitude),
+        "num_magnitude_bins": int(t.num_magnitude_bins),
+        **_warp(t, at),
+    }
+
+
+@rule("TrivialAugmentWide", "op")
+def _trivialaugment(t: Any, at: At) -> dict[str, Any]:
+    return {"op": "trivialaugment", "num_magnitude_bins": int(t.num_magnitude_bins), **_warp(t, at)}
+
+
+@rule("AutoAugment", "op")
+def _autoaugment(t: Any, at: At) -> dict[str, Any]:
+    return {"op": "autoaugment", "policy": str(t.policy.value), **_warp(t, at)}
+
+
+# --------------------------------------------------------------------------- batch stage
+
+
+@rule("RandomErasing", "erase")
+def _random_erasing(t: Any, at: At) -> dict[str, Any]:
+    if at.values.pil:
+        raise Refused(
+            "needs a tensor image, it is given a PIL image (v1 raises, v2 leaves it unchanged); "
+            "place it after ToTensor/ToImage"
+        )
+    value = t.value
+    noise = value is None or (isinstance(value, str) and value == "random")
+    return {
+        "op": "random_erasing",
+        "p": float(t.p),
+        "min_area": float(t.scale[0]),
+        "max_area": float(t.scale[1]),
+        "min_aspect": float(t.ratio[0]),
+        "max_aspect": float(t.ratio[1]),
+        "mode": "pixel" if noise else "const",
+        "min_count": 1,
+        "max_count": 1,
+        "value": None if noise else ([value] if isinstance(value, int | float) else list(value)),
+    }

@@ -1,0 +1,96 @@
+"""A torchvision-reference-style training script runs on DALIIterator, unchanged but for
+its loader lines.
+
+tests/probes/classification_reference.py has the shape of torchvision's
+``references/classification/train.py`` (``train_one_epoch``, ``evaluate`` reading
+``len(data_loader.dataset)``, ``load_data`` with the reference's presets, ``main``) and
+builds its loaders with ``DALIIterator(ImageFolder(root, transform=...))``. The same file
+with those two lines put back to ``torch.utils.data.DataLoader`` is the torchvision run:
+the test checks that the lines are the only difference, trains one epoch on DALI, and
+evaluates the same seeded model through both loaders (the batches agree within the parity
+bound, so the accuracy and the loss do too).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TESTS
+
+SCRIPT = TESTS / "probes" / "classification_reference.py"
+DATALOADER = {
+    "data_loader = DALIIterator(": (
+        "    data_loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, "
+        "sampler=train_sampler, num_workers=2)\n"
+    ),
+    "data_loader_test = DALIIterator(": (
+        "    data_loader_test = torch.utils.data.DataLoader(dataset_test, "
+        "batch_size=args.batch_size, sampler=test_sampler, num_workers=2)\n"
+    ),
+}
+SMALL = ["--model", "mobilenet_v3_small", "--device", "cpu", "-b", "32", "--train-crop-size",
+         "64", "--val-resize-size", "72", "--val-crop-size", "64"]  # fmt: skip
+
+
+def torchvision_version(tmp_path: Path) -> Path:
+    """The script with its loader lines put back to torch's DataLoader."""
+    lines = SCRIPT.read_text().splitlines(keepends=True)
+    swapped = []
+    for line in lines:
+        key = next((k for k in DATALOADER if line.strip().startswith(k)), None)
+        swapped.append(DATALOADER[key] if key else line)
+    out = tmp_path / "classification_torchvision.py"
+    out.write_text("".join(swapped))
+    return out
+
+
+def run(script: Path, root: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(script), "--data-path", str(root), *SMALL, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_only_the_loader_lines_differ(tmp_path: Path) -> None:
+    theirs = torchvision_version(tmp_path).read_text().splitlines()
+    ours = SCRIPT.read_text().splitlines()
+    changed = [
+        line for line in difflib.unified_diff(ours, theirs, lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]  # fmt: skip
+    assert len(changed) == 4 and all("data_loader" in line for line in changed), changed
+
+
+@pytest.mark.slow
+def test_the_reference_script_trains_and_evaluates_on_dali(
+    real_photos: Path, tmp_path: Path
+) -> None:
+    out = run(SCRIPT, real_photos, "--epochs", "1", "--auto-augment", "ta_wide",
+              "--random-erase", "0.1", "--print-freq", "2")  # fmt: skip
+    assert "Epoch: [0] [0/" in out and re.search(r"Test:  Acc@1 [\d.]+ Acc@5 [\d.]+ loss", out)
+    assert "It looks like the dataset has" not in out  # every sample evaluated once
+
+
+@pytest.mark.slow
+def test_the_same_model_evaluates_alike_through_dali_and_torchvisions_loader(
+    real_photos: Path, tmp_path: Path
+) -> None:
+    def figures(text: str) -> tuple[float, float]:
+        found = re.search(r"Acc@1 ([\d.]+) Acc@5 [\d.]+ loss ([\d.]+)", text)
+        assert found is not None, text
+        return float(found.group(1)), float(found.group(2))
+
+    dali = figures(run(SCRIPT, real_photos, "--test-only"))
+    reference = figures(run(torchvision_version(tmp_path), real_photos, "--test-only"))
+    samples = sum(1 for p in real_photos.rglob("*") if p.suffix.lower() == ".jpg")
+    assert abs(dali[0] - reference[0]) <= 100.0 / samples + 1e-6  # one image at most
+    assert dali[1] == pytest.approx(reference[1], rel=1e-3)
