@@ -239,6 +239,32 @@ def test_a_decoder_error_no_file_explains_stays_dalis_error_with_a_note(
     assert str(tmp_path / "a" / "0.jpg") in note and "\n" not in note
 
 
+def test_a_loaders_searches_share_one_probe_rebuilt_only_after_a_bad_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three files only the decoder rejects, each first in its batch of two: three searches.
+    A probe of its own per search built one pipeline for the search and one after its bad
+    file (6); the loader's one probe builds one at first and one after each bad file (4).
+    On a GPU a build costs about as much as decoding hundreds of files."""
+    small_tree(tmp_path, {"a": 6})
+    bad = [tmp_path / "a" / f"{k}.jpg" for k in (0, 2, 4)]
+    for path in bad:
+        path.write_bytes(scanless_jpeg())
+    builds: list[int] = []
+    real = Probe._build
+
+    def counted(self: Probe) -> Any:
+        builds.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Probe, "_build", counted)
+    loader = loader_for(tmp_path, "data.on_error=drop", "backend.prefetch_queue_depth=1")
+    assert sum(len(labels) for _, labels in loader) == 3
+    assert sorted(loader.bad_files) == [str(p) for p in bad]
+    assert len(builds) == len(bad) + 1
+    loader.close()
+
+
 @pytest.mark.parametrize("roi", [True, False])
 def test_the_probe_decodes_with_the_graphs_own_op_and_crop_window(
     tmp_path: Path, roi: bool
