@@ -167,6 +167,7 @@ def test_cpu_decoding_feeds_a_gpu_model(identity_tree: Path, backend: str) -> No
 
 
 @gpu
+@pytest.mark.slow
 def test_training_with_dali_on_the_cpu_puts_the_model_on_the_gpu(
     identity_tree: Path, tmp_path: Path
 ) -> None:

@@ -150,6 +150,7 @@ def test_the_placement_probe_runs_from_any_directory_without_the_tree_on_the_pat
 
 
 @gpu
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_device", ["gpu", "cpu"])
 def test_a_process_given_one_gpu_uses_it_as_local_rank_one(
     identity_tree: Path, tmp_path: Path, backend_device: str
