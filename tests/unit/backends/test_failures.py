@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from helpers.errors import folder_cfg, one_line, small_tree
 from torchvision.io import encode_jpeg
 
 from dali_pipes import DataError, DeviceError, build_loader, compose_config
+from dali_pipes.backends.dali import lifecycle as dali_lifecycle
 from dali_pipes.backends.dali import loader as dali_backend
 from dali_pipes.backends.dali.blame import BadFileSearch, Probe
 from dali_pipes.backends.dali.failures import failure_kind
@@ -262,6 +264,29 @@ def test_a_loaders_searches_share_one_probe_rebuilt_only_after_a_bad_file(
     assert sum(len(labels) for _, labels in loader) == 3
     assert sorted(loader.bad_files) == [str(p) for p in bad]
     assert len(builds) == len(bad) + 1
+    loader.close()
+
+
+def test_a_loader_collected_on_another_thread_leaves_its_probes_pipeline_to_its_own(
+    tmp_path: Path,
+) -> None:
+    """The probe's pipeline lives as long as its loader: like the loader's own, it is never
+    destroyed on the thread that happens to collect the loader (a DALI thread may: see
+    backends/dali/lifecycle.py), but kept until a thread of the program's releases it."""
+    small_tree(tmp_path, {"a": 4})
+    (tmp_path / "a" / "0.jpg").write_bytes(scanless_jpeg())  # first: the probe goes on after it
+    loader = loader_for(tmp_path, "data.on_error=drop", "backend.prefetch_queue_depth=1")
+    assert sum(len(labels) for _, labels in loader) == 3
+    probe_pipe = loader._probe._pipe
+    assert probe_pipe is not None
+    orphans = dali_lifecycle._orphans
+    collector = threading.Thread(target=loader.__del__)
+    collector.start()
+    collector.join()
+    assert loader._probe._pipe is None and any(p is probe_pipe for p in orphans)
+    del probe_pipe
+    dali_lifecycle.release_orphans()  # here, on a thread of the program's own
+    assert not orphans
     loader.close()
 
 
