@@ -10,7 +10,8 @@ names the folder they are committed to, ``benchmarks/gpu-<kind>/``.
 
 Usage::
 
-    python benchmarks/gpu_record.py suite --part LOG XML [--part LOG XML] [--durations N] --out JSON
+    python benchmarks/gpu_record.py suite --part LOG XML [--part LOG XML] [--collected TXT]
+        [--durations N] --out JSON
     python benchmarks/gpu_record.py train --run OUTPUT_DIR --out JSON
 """
 
@@ -109,6 +110,7 @@ def _summary(
         **counts,
         "not_reported": collected - len(results),
         "failures": sorted(name for name, v in results.items() if v == "failed"),
+        "reported": sorted(results),
         # begun and never finished: what a cut-off run was running
         "unfinished": sorted({name for name in started if name not in results}),
         "slowest": [
@@ -137,14 +139,31 @@ def part(log: Path, junit: Path) -> dict[str, Any]:
     return tests
 
 
-def suite(parts: list[tuple[Path, Path]], durations: int) -> dict[str, Any]:
-    """The gpu suite's record over its pytest runs (the suite, the memory tests alone)."""
+def collected(listing: str) -> list[str]:
+    """The test ids of a ``pytest --collect-only -q`` listing."""
+    return [line.strip() for line in listing.splitlines() if _STARTED.match(line.strip())]
+
+
+def suite(
+    parts: list[tuple[Path, Path]], durations: int, listing: Path | None = None
+) -> dict[str, Any]:
+    """The gpu suite's record over its pytest runs (the suite, the memory tests alone);
+    ``listing``: the suite's ``--collect-only`` output, what it was to run (the count of a
+    run cut before pytest said, and the tests never reported, by name)."""
     runs = [part(log, junit) for log, junit in parts]
+    ids = collected(listing.read_text(errors="replace")) if listing and listing.is_file() else []
+    if ids and runs:
+        first = runs[0]
+        first["collected"] = max(first["collected"], len(ids))
+        ended = first["passed"] + first["failed"] + first["skipped"]
+        first["not_reported"] = first["collected"] - ended
+    reported = {name for run in runs for name in run.pop("reported")}
     tests: dict[str, Any] = {}
     for key in ("collected", "passed", "failed", "skipped", "not_reported"):
         tests[key] = sum(run[key] for run in runs)
     for key in ("failures", "unfinished"):
         tests[key] = sorted(name for run in runs for name in run[key])
+    tests["never_reported"] = [name for name in ids if name not in reported]
     slowest = sorted((t for run in runs for t in run["slowest"]), key=lambda t: -t["seconds"])
     tests["slowest"] = slowest[:durations]
     tests["source"] = "+".join(run["source"] for run in runs)
@@ -232,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar=("LOG", "XML"),
         help="a pytest run's -v log and its --junitxml report (if written); repeatable",
     )
+    s.add_argument("--collected", type=Path, help="the suite's pytest --collect-only -q output")
     s.add_argument("--durations", type=int, default=15, help="slowest tests kept")
     s.add_argument("--out", type=Path, required=True)
     t = sub.add_parser("train", help="the default job's record")
@@ -239,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.what == "suite":
-        record = suite([(log, xml) for log, xml in args.part], args.durations)
+        record = suite([(log, xml) for log, xml in args.part], args.durations, args.collected)
     else:
         record = train(args.run)
     args.out.parent.mkdir(parents=True, exist_ok=True)

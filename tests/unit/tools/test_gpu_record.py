@@ -122,3 +122,18 @@ def test_an_interrupted_runs_junit_report_keeps_the_logs_collected_count(
         2,
     )
     assert tests["unfinished"] == ["tests/b/test_y.py::test_long"]
+
+
+def test_the_collected_listing_names_the_tests_a_cut_run_never_reported(
+    record: ModuleType, tmp_path: Path
+) -> None:
+    (tmp_path / "run.log").write_text(CUT_LOG)
+    listing = tmp_path / "collected.txt"
+    names = ["tests/a/test_x.py::test_one[gpu]", "tests/a/test_x.py::test_two"]
+    names += ["tests/b/test_y.py::test_long", "tests/b/test_y.py::test_late"]
+    listing.write_text("\n".join(names) + "\n\n4/90 tests collected (86 deselected) in 3.1s\n")
+    saved = record.suite([(tmp_path / "run.log", tmp_path / "none.xml")], 5, listing)
+    tests = saved["gpu_tests"]
+    assert (tests["collected"], tests["not_reported"]) == (4, 2)
+    assert tests["never_reported"] == names[2:]
+    assert tests["unfinished"] == ["tests/b/test_y.py::test_long"]
