@@ -38,6 +38,7 @@ def session(
         "OUT": str(out),
         "PY": sys.executable,
         "GPU_TESTS": ONE_FILE,
+        "WORKERS": "1",  # one pytest-xdist worker: the -v lines are xdist's all the same
         "DALI_PIPES_COMMIT": "ee0ee68",
         **env,
     }
@@ -73,7 +74,7 @@ def test_the_tests_stage_records_the_suite_in_the_tarball(tmp_path: Path) -> Non
     assert {"gpu-tests.log", "gpu-tests.xml", "gpu-tests.json", "stages.txt"} <= set(files)
     saved = record(files)
     tests = saved["gpu_tests"]
-    # the file's two gpu tests, skipped without CUDA, under two pytest-xdist workers
+    # the file's two gpu tests, skipped without CUDA, under pytest-xdist
     assert (tests["collected"], tests["skipped"], tests["failed"]) == (2, 2, 0)
     # this checkout's own commit (DALI_PIPES_COMMIT names a copy without .git, as the GPU's)
     assert saved["commit"] == commit() and saved["kind"] == "cpu"
