@@ -1,102 +1,246 @@
 #!/usr/bin/env bash
-# Every GPU measurement recorded in benchmarks/RESULTS.md, in one script, so a session with a
-# lent GPU machine repeats them exactly (issue 16). Run from the project root on the GPU
-# machine after ../shared/gpu/README.md's steps (DALI unpacked in /tmp/site):
-#   LOGS=<dir> PHOTOS=<photos dir> CORNER=<corner dir> bash benchmarks/gpu-session.sh [stage...]
-# Stages: setup selfcheck tests bench sweep doctor doctor-variants bench-shards bench-augment;
-# without names: setup selfcheck tests bench sweep doctor. Logs and JSON go to $LOGS (default
-# outputs/gpu).
+# One lent GPU call that records everything (issue 37): selfcheck, the whole gpu test suite
+# (-v under pytest-xdist, results printed as they come; the GPU memory tests alone after
+# it), bench and doctor (ResNet-50) on ImageNet-like data, and the default training job.
+# Each stage is time-boxed (`timeout`) within one budget for the whole call, and after each
+# stage the logs and JSON are tarred into $OUT, so a call cut short still brings back what ran.
 #
-# The device machine gets the working tree only (not ../shared) and returns at most 8 files
-# from its $OUT, so a session (30 minutes of device time) goes, from the project root here:
-#   bash ../shared/gpu/pack-dali.sh                  # .gpu/part-00..04, install.sh (cached)
-#   mkdir -p .gpu/data && cp -r ../shared/data/{photos,corner,corner.csv} .gpu/data/
-# then device calls back to back (the machine keeps ignored files only while warm):
-#   carry [.gpu/part-0N], command `ls .gpu`                     one call per part
-#   carry [.gpu/install.sh, .gpu/SHA256SUMS, .gpu/data], command
-#     bash .gpu/install.sh && export COMMIT=<git rev-parse --short HEAD here> LOGS=/tmp/gpu &&
-#     bash benchmarks/gpu-session.sh setup selfcheck tests; tar -czf $OUT/a.tgz -C /tmp/gpu .
-#     (~7 min)
-#   the same exports, then `bash benchmarks/gpu-session.sh bench sweep` and `... doctor`
-#     (~6 and ~5 min), each ending with tar into $OUT
-# and commit what came back under benchmarks/gpu-h100/ (or gpu-h200/) with that commit.
-# (The device gets no .git: COMMIT says which commit its copy of the tree is.)
+# On the GPU machine (H100/H200, 16 cores), after ../shared/gpu/README.md's parts procedure,
+# as the command of the last call (timeout_s=480), carrying .gpu/install.sh, .gpu/SHA256SUMS
+# and .gpu/data (mkdir -p .gpu/data && cp -r ../shared/data/{photos,corner} .gpu/data/):
+#   mv /tmp/parts/part-* .gpu/ && bash .gpu/install.sh && export PYTHONPATH=$PWD:/tmp/site \
+#     DALI_PIPES_COMMIT=<git rev-parse --short HEAD here> && bash benchmarks/gpu-session.sh
+# (the copy there has no .git: DALI_PIPES_COMMIT names its commit in every record). Unpack
+# what comes back and commit its JSON under benchmarks/gpu-<kind>/ (kind: gpu-tests.json).
+#
+# Dry run on a machine without a GPU (the GPU stages skip or run tiny; what it checks is
+# the stages, the time boxes, the tarball and the JSON):
+#   DRY_RUN=1 LOGS=/tmp/gpu-dry OUT=/tmp/gpu-dry-out bash benchmarks/gpu-session.sh
+# tests/e2e/test_gpu_session.py runs the tests stage so, and cut short.
+#
+# Usage: bash benchmarks/gpu-session.sh [stage ...]   (default: setup selfcheck tests memory
+#   bench doctor train; optional: extra sweep). Variables (defaults): LOGS (/tmp/gpu-session),
+#   OUT (the device's $OUT, else $LOGS.out), BUDGET (440 s: the call's 480 less DALI's
+#   install), PHOTOS/CORNER (.gpu/data/...), DATA (/tmp/imagenet-like), COPIES (24), BATCH
+#   (256), WORKERS (6 xdist workers), TEST_TIMEOUT (200 s a test), GPU_TESTS (where the
+#   gpu tests are looked for: tests), BENCH_CANDIDATES, EXTRA_BENCH_AUGMENTS, BOX_<STAGE>
+#   (a stage's time box; a dry run's are 3x, for a slower CPU).
 set -uo pipefail
-LOGS=${LOGS:-outputs/gpu}
-PHOTOS=$(realpath "${PHOTOS:-.gpu/data/photos}")
-CORNER=$(realpath "${CORNER:-.gpu/data/corner}")
-COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-COPIES=${COPIES:-48}  # 213 photos x 48 = 10,224 training images per epoch
+cd "$(dirname "$0")/.." || exit 2
+DRY_RUN=${DRY_RUN:-0}
+LOGS=$(realpath -m "${LOGS:-/tmp/gpu-session}")
+OUT=$(realpath -m "${OUT:-$LOGS.out}")
+BUDGET=${BUDGET:-440}
+photos=.gpu/data/photos
+# a dry run without the shared photos carried: the 13 shipped with the package
+[ "$DRY_RUN" = 1 ] && [ ! -d "$photos" ] && photos=dali_pipes/selfcheck/photos
+PHOTOS=$(realpath -m "${PHOTOS:-$photos}")
+CORNER=$(realpath -m "${CORNER:-.gpu/data/corner}")
 DATA=${DATA:-/tmp/imagenet-like}
-BATCH=${BATCH:-256}
-export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-mkdir -p "$LOGS"
-stages=${*:-setup selfcheck tests bench sweep doctor}
-# ImageNet's layout and batch size (conf/data/imagenet.yaml), 5 repeats of >= 8192 images
-# (TIMING="bench.min_images=64 bench.warmup_images=16 bench.repeats=1" for a dry run)
+if [ "$DRY_RUN" = 1 ]; then
+  COPIES=${COPIES:-1} BATCH=${BATCH:-16} WORKERS=${WORKERS:-2} SCALE=3
+else
+  COPIES=${COPIES:-24} BATCH=${BATCH:-256} WORKERS=${WORKERS:-6} SCALE=1
+fi
+TEST_TIMEOUT=${TEST_TIMEOUT:-200}
+# bench's candidates (issue 36 adds feed and reader; names this tree's bench does not know
+# are left out, and the log says which)
+BENCH_CANDIDATES=${BENCH_CANDIDATES:-baseline,dali-cpu,dali-gpu,dali-raw-gpu,feed,reader,synthetic,decode}
+# augment presets benched on their own after the main bench (issue 39: dino simclr)
+EXTRA_BENCH_AUGMENTS=${EXTRA_BENCH_AUGMENTS:-}
+export DALI_PIPES_COMMIT=${DALI_PIPES_COMMIT:-${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}:/tmp/site PYTHONUNBUFFERED=1
+export DALI_PIPES_PHOTOS=$PHOTOS DALI_PIPES_CORNER=$CORNER
+PY=${PY:-python3}
+# Each stage's time box in seconds (BOX_TESTS=... overrides), within the call's BUDGET.
+declare -A BOX=([setup]=45 [selfcheck]=80 [tests]=240 [memory]=60 [bench]=75 [doctor]=45
+  [train]=60 [extra]=90 [sweep]=120)
 data=(data=imagenet "data.root=$DATA" "data.batch_size=$BATCH")
-read -r -a timing <<<"${TIMING:-bench.min_images=8192 bench.warmup_images=1024}"
+if [ "$DRY_RUN" = 1 ]; then
+  timing=(bench.min_images=32 bench.warmup_images=8 bench.repeats=1)
+else
+  timing=(bench.min_images=4096 bench.warmup_images=512 bench.repeats=3)
+fi
 
-for stage in $stages; do
-  echo "=== $stage $(date -u +%FT%TZ) at commit $COMMIT" | tee -a "$LOGS/stages.txt"
-  case $stage in
-    setup)
-      # hypothesis (and its needs) travel as wheels in .whl/ when the device lacks them
-      if ls .whl/*.whl >/dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-      fi
-      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$LOGS/gpu.txt"
-      python3 -c "import platform, torch, torchvision, PIL, nvidia.dali as d; print('python', platform.python_version(), 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'dali', d.__version__, 'cuda', torch.version.cuda, 'pillow', PIL.__version__)" | tee -a "$LOGS/gpu.txt"
-      nproc | sed 's/^/cores /' | tee -a "$LOGS/gpu.txt"
-      rm -rf "$DATA"
-      python3 benchmarks/imagenet_like.py "$PHOTOS" "$DATA" --copies "$COPIES" \
-        --stats "$LOGS/imagenet-like-stats.json" | tee -a "$LOGS/gpu.txt"
-      ;;
-    selfcheck)
-      # what a user runs first on their GPU: its report (Markdown + JSON) is the record
-      python3 -m dali_pipes.selfcheck --out "$LOGS/selfcheck" 2>&1 | tee "$LOGS/selfcheck.log" \
-        | grep -E "^(FAIL|selfcheck)" ;;
-    tests)
-      # every gpu-marked test: contract (torch-gpu goes through the side-stream prefetcher),
-      # parity, recipe via torchrun, caches,
-      # shards, placement, the mixed decoder over corner/ files, GPU memory over 30 epochs
-      DALI_PIPES_PHOTOS=$PHOTOS DALI_PIPES_CORNER=$CORNER python3 -m pytest -q -s -rs -m gpu \
-        -p no:cacheprovider --durations=10 tests 2>&1 | tee "$LOGS/gpu-tests.log" \
-        | grep -E "^parity|^corner|on the GPU:|passed|failed|error|SKIP|FAIL" ;;
-    bench)
-      # issue 16 point 3: baseline with one DataLoader worker per core, torch backend, DALI on
-      # the CPU and on the GPU, and DALI's own example pipeline on both
-      python3 -m dali_pipes.bench "${data[@]}" "${timing[@]}" \
-        "bench.candidates=[baseline,torch,dali-cpu,dali-gpu,dali-raw,dali-raw-gpu,synthetic,decode]" \
-        "bench.out=$LOGS/bench-imagenet-like.json" 2>&1 | tee "$LOGS/bench.log" | grep -v "^\s*$" | tail -14 ;;
-    sweep)
-      # share of baseline JPEGs sent to the hardware decoder, ours and the example's alike
-      for load in 0.0 0.25 0.5 0.65 0.8 1.0; do
-        python3 -m dali_pipes.bench "${data[@]}" "${timing[@]}" "backend.hw_decoder_load=$load" \
-          "bench.candidates=[dali-gpu,dali-raw-gpu]" "bench.out=$LOGS/bench-hw$load.json" 2>&1 \
-          | grep "^| dali" | sed "s/^/hw_decoder_load=$load /"
-      done | tee "$LOGS/sweep.log" ;;
-    doctor)
-      # issue 16 point 4: ResNet-50, bf16, channels_last (trainer=imagenet's auto on a GPU)
-      python3 -m dali_pipes.doctor "${data[@]}" model=resnet50 trainer=imagenet \
-        "doctor.out_dir=$LOGS/doctor" 2>&1 | tee "$LOGS/doctor.log" | tail -30 ;;
-    doctor-variants)
-      # the same training step fed by the torch backend, for comparison
-      python3 -m dali_pipes.doctor "${data[@]}" model=resnet50 trainer=imagenet doctor.tune=false \
-        doctor.placements=false backend=torch "doctor.out_dir=$LOGS/doctor-torch" 2>&1 | tail -6 ;;
-    bench-shards)
-      # folder vs shards vs decode-once caches on the GPU
-      python3 -m dali_pipes.pack "${data[@]}" "out=/tmp/shards-imagenet-like" pack.shard_size_mb=64
-      python3 -m dali_pipes.bench "${data[@]}" "${timing[@]}" "bench.shards=/tmp/shards-imagenet-like" \
-        "bench.candidates=[baseline,dali-cpu,dali-cpu-shards,dali-gpu,dali-gpu-shards,cache-ram,cache-gpu]" \
-        "bench.out=$LOGS/bench-shards-cache.json" 2>&1 | tee "$LOGS/bench-shards.log" | grep "^|" ;;
-    bench-augment)
-      # each augmentation preset's cost on the GPU (issue 11: randaugment >= 80 % of imagenet)
-      for preset in imagenet randaugment trivialaugment autoaugment; do
-        python3 -m dali_pipes.bench "${data[@]}" "${timing[@]}" "augment=$preset" \
-          "bench.candidates=[baseline,torch,dali-cpu,dali-gpu]" \
-          "bench.out=$LOGS/bench-augment-$preset.json" 2>&1 | grep "^| [bdt]" | sed "s/^/$preset /"
-      done ;;
-    *) echo "unknown stage $stage (setup selfcheck tests bench sweep doctor doctor-variants bench-shards bench-augment)"; exit 2 ;;
-  esac
+# --------------------------------------------------------------------------- the stages
+
+logged() {
+  # logged FILE PATTERN CMD...: CMD's output into FILE, the lines matching PATTERN printed;
+  # CMD's exit status. tee outlives the time box's SIGINT (-i) and a printer gone (-p), so
+  # FILE gets pytest's summary of an interrupted run.
+  local file=$1 pattern=$2
+  shift 2
+  "$@" 2>&1 | tee -i -p "$file" | { grep -E --line-buffered "$pattern" || true; }
+  return "${PIPESTATUS[0]}"
+}
+
+stage_setup() {
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "no GPU"
+    "$PY" -c "import platform, torch, torchvision, PIL; print('python', platform.python_version(), 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'cuda', torch.version.cuda, 'pillow', PIL.__version__)"
+    "$PY" -c "import nvidia.dali as d; print('dali', d.__version__)"
+    echo "cores $(nproc)"
+    echo "C compiler: $(command -v cc || command -v gcc || echo none)"
+  } | tee "$LOGS/machine.txt"
+  rm -rf "$DATA"
+  "$PY" benchmarks/imagenet_like.py "$PHOTOS" "$DATA" --copies "$COPIES" \
+    --stats "$LOGS/imagenet-like-stats.json" | tail -3
+}
+
+stage_selfcheck() {
+  # what a user runs first on a GPU (--quick: the presets' GPU graphs against their twins
+  # and the rest); it also fills numba's cache the tests' CPU halves use
+  [ "$DRY_RUN" = 1 ] && { echo "dry run: selfcheck needs a GPU here (make test runs its CPU half)"; return 0; }
+  logged "$LOGS/selfcheck.log" "^(FAIL|selfcheck|dali_pipes|GPU )" \
+    "$PY" -m dali_pipes.selfcheck --quick --out "$LOGS/selfcheck"
+}
+
+pytest_timeout() {
+  # one hung test fails alone (its stacks printed) instead of holding the suite
+  if "$PY" -c "import pytest_timeout" 2>/dev/null; then
+    echo "--timeout=$TEST_TIMEOUT --timeout-method=thread"
+  else
+    echo "-o faulthandler_timeout=$TEST_TIMEOUT"
+  fi
+}
+
+stage_tests() {
+  # The files holding gpu tests, as pytest sees them: a module that cannot be imported here
+  # (a package the GPU machine lacks) is listed in the file, not a reason to run nothing.
+  # shellcheck disable=SC2086
+  "$PY" -m pytest --collect-only -q -m gpu -k "not memory_stays_flat" -p no:cacheprovider \
+    -p no:benchmark --continue-on-collection-errors ${GPU_TESTS:-tests} \
+    >"$LOGS/gpu-tests-collected.txt" 2>&1
+  local files
+  files=$(grep -oE "^tests/[^:]+[.]py" "$LOGS/gpu-tests-collected.txt" | sort -u | tr '\n' ' ')
+  [ -n "$files" ] || { tail -5 "$LOGS/gpu-tests-collected.txt"; return 1; }
+  # One test at a time to each worker, the slow-marked ones first (conftest sorts them),
+  # so no test waits behind a long one; -v prints each result as it comes.
+  # shellcheck disable=SC2046,SC2086
+  logged "$LOGS/gpu-tests.log" "(PASSED|FAILED|ERROR|SKIPPED) tests/|^(FAILED|ERROR) |items\]| in [0-9.]+s" \
+    "$PY" -m pytest -m gpu -k "not memory_stays_flat" -n "$WORKERS" --maxschedchunk=1 -v \
+    -p no:cacheprovider -p no:benchmark -rfEs --durations=30 $(pytest_timeout) \
+    --junitxml="$LOGS/gpu-tests.xml" $files
+}
+
+stage_memory() {
+  # alone: GPU memory in use over 30 epochs, torch and DALI
+  # shellcheck disable=SC2046
+  logged "$LOGS/gpu-memory.log" "PASSED|FAILED|SKIPPED|on the GPU:| in [0-9.]+s" \
+    "$PY" -m pytest -m gpu -k memory_stays_flat -v -s -p no:xdist -p no:cacheprovider \
+    -p no:benchmark -rfEs $(pytest_timeout) --junitxml="$LOGS/gpu-memory.xml" \
+    tests/e2e/test_reliability.py
+}
+
+known_candidates() {
+  # the names of BENCH_CANDIDATES this tree's bench has, as bench.candidates=[...]
+  "$PY" - "$BENCH_CANDIDATES" <<'EOF'
+import sys
+from dali_pipes.tools.bench_candidates import CANDIDATES
+asked = [n for n in sys.argv[1].replace(" ", "").split(",") if n]
+left = [n for n in asked if n not in CANDIDATES]
+if left:
+    print(f"left out (not in this tree's bench): {', '.join(left)}", file=sys.stderr)
+print("bench.candidates=[" + ",".join(n for n in asked if n in CANDIDATES) + "]")
+EOF
+}
+
+stage_bench() {
+  local candidates
+  candidates=$(known_candidates 2> >(tee -a "$LOGS/bench-candidates.txt" >&2)) || return 1
+  logged "$LOGS/bench.log" "^\|" "$PY" -m dali_pipes.bench "${data[@]}" "${timing[@]}" \
+    "$candidates" "bench.out=$LOGS/bench-imagenet-like.json"
+}
+
+stage_doctor() {
+  # ResNet-50, bf16, channels_last (trainer=imagenet's auto on a GPU), fed by the default loader
+  local model=(model=resnet50 trainer=imagenet)
+  [ "$DRY_RUN" = 1 ] && model=(model=small_cnn trainer=quick doctor.steps=3 doctor.warmup_steps=1)
+  logged "$LOGS/doctor.log" "^(model|  )" "$PY" -m dali_pipes.doctor "${data[@]}" "${model[@]}" \
+    doctor.tune=false doctor.placements=false "doctor.out_dir=$LOGS/doctor"
+}
+
+stage_train() {
+  # `make train`'s job as it runs here (the GPU's recipe: bf16 autocast, channels_last)
+  local short=()
+  [ "$DRY_RUN" = 1 ] && short=(trainer.epochs=1 trainer.max_steps_per_epoch=2)
+  rm -rf "$LOGS/train"
+  logged "$LOGS/train.log" "training |epoch (0|[0-9]*9) " \
+    "$PY" -m dali_pipes.train "output_dir=$LOGS/train" "${short[@]}" || return $?
+  "$PY" benchmarks/gpu_record.py train --run "$LOGS/train" --out "$LOGS/train.json"
+}
+
+# ---- extra bench runs: one bench per augment preset in EXTRA_BENCH_AUGMENTS (issue 39 puts
+# ---- dino and simclr here); add other measurements as stages of their own below
+stage_extra() {
+  local preset
+  for preset in $EXTRA_BENCH_AUGMENTS; do
+    logged "$LOGS/bench-augment-$preset.log" "^\| dali" "$PY" -m dali_pipes.bench "${data[@]}" \
+      "${timing[@]}" "augment=$preset" "bench.candidates=[dali-cpu,dali-gpu]" \
+      "bench.out=$LOGS/bench-augment-$preset.json" || return $?
+  done
+}
+
+stage_sweep() {
+  # share of baseline JPEGs sent to the hardware decoder, ours and DALI's example alike
+  local load
+  for load in 0.0 0.5 0.65 1.0; do
+    "$PY" -m dali_pipes.bench "${data[@]}" "${timing[@]}" "backend.hw_decoder_load=$load" \
+      "bench.candidates=[dali-gpu,dali-raw-gpu]" "bench.out=$LOGS/bench-hw$load.json" 2>&1 \
+      | grep "^| dali" | sed "s/^/hw_decoder_load=$load /"
+  done | tee "$LOGS/sweep.log"
+}
+
+# --------------------------------------------------------------------------- the driver
+
+if [ "${1:-}" = _stage ]; then  # one stage, in a process of its own under `timeout`
+  "stage_$2"
+  exit $?
+fi
+
+mkdir -p "$LOGS" "$OUT"
+stages=${*:-setup selfcheck tests memory bench doctor train}
+start=$(date +%s)
+record_suite() {  # gpu-tests.json: the suite and the memory tests, whatever has run so far
+  local args=(--part "$LOGS/gpu-tests.log" "$LOGS/gpu-tests.xml")
+  [ -f "$LOGS/gpu-memory.log" ] && args+=(--part "$LOGS/gpu-memory.log" "$LOGS/gpu-memory.xml")
+  "$PY" benchmarks/gpu_record.py suite "${args[@]}" --collected "$LOGS/gpu-tests-collected.txt" \
+    --out "$LOGS/gpu-tests.json"
+}
+pack() {  # everything but the default job's checkpoints, replaced whole
+  tar -czf "$OUT/gpu-session.tgz.tmp" --exclude=./train/checkpoints -C "$LOGS" . \
+    && mv "$OUT/gpu-session.tgz.tmp" "$OUT/gpu-session.tgz"
+}
+mode=$([ "$DRY_RUN" = 1 ] && echo ", dry run")
+echo "=== session $(date -u +%FT%TZ) at commit $DALI_PIPES_COMMIT, budget $BUDGET s$mode" \
+  | tee -a "$LOGS/stages.txt"
+for stage in $stages; do  # every name checked before anything runs
+  if ! declare -F "stage_$stage" >/dev/null; then
+    echo "unknown stage $stage (setup selfcheck tests memory bench doctor train extra sweep)"
+    exit 2
+  fi
 done
+failed=()
+for stage in $stages; do
+  box_var="BOX_${stage^^}"
+  box=${!box_var:-$((BOX[$stage] * SCALE))}
+  left=$((BUDGET - ($(date +%s) - start) - 10))  # 10 s kept for the last records and tar
+  if [ "$left" -lt 15 ]; then
+    echo "=== $stage skipped: $left s left of the $BUDGET s budget" | tee -a "$LOGS/stages.txt"
+    continue
+  fi
+  [ "$box" -gt "$left" ] && box=$left
+  echo "=== $stage at +$(($(date +%s) - start)) s (box $box s)" | tee -a "$LOGS/stages.txt"
+  t0=$(date +%s)
+  timeout -s INT -k 15 "$box" bash "$0" _stage "$stage"
+  rc=$?
+  [ "$rc" -eq 0 ] || failed+=("$stage")
+  cut=$([ "$rc" -eq 124 ] && echo " (time box reached)")
+  echo "$stage rc=$rc in $(($(date +%s) - t0)) s$cut" | tee -a "$LOGS/stages.txt"
+  case $stage in tests | memory) record_suite ;; esac
+  pack
+done
+echo "=== end at +$(($(date +%s) - start)) s${failed[*]:+; failed: ${failed[*]}}" \
+  | tee -a "$LOGS/stages.txt"
+pack
+echo "records in $OUT/gpu-session.tgz (commit them under benchmarks/gpu-<kind>/: see gpu-tests.json)"
+[ ${#failed[@]} -eq 0 ]

@@ -4,8 +4,8 @@ The torch backend moves uint8 batches (4x less traffic than float) and normalise
 they land, with DALI's arithmetic: ``(x - 255 * mean) / (255 * std)``. On a GPU the copy
 and the normalisation run on a side stream one batch ahead of the training step (the
 timm ``PrefetchLoader`` idea), so the step never waits for a host-to-device copy.
-:func:`prefetched` is that side-stream hand-over on its own, for any loader that makes
-batches on the CPU for a model on the GPU.
+:class:`Handover` is that hand-over, one per loader, for any loader that makes batches on
+the CPU for a model on the GPU.
 """
 
 from __future__ import annotations
@@ -55,48 +55,70 @@ def pixels(images: torch.Tensor, augment: AugmentSpec) -> torch.Tensor:
     return x.mul(std).add_(mean).round_().clamp_(0, 255).to(torch.uint8)
 
 
-def normalized(batches: Iterable[Batch], norm: Normalizer, device: torch.device) -> Iterator[Batch]:
-    """Yield normalised batches on ``device``; on CUDA, prepared on a side stream."""
-    return prefetched(batches, device, norm)
-
-
-def prefetched(
-    batches: Iterable[Batch],
-    device: torch.device,
-    prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> Iterator[Batch]:
-    """Yield ``batches`` on ``device`` with ``prepare`` (if any) applied to the images.
+class Handover:
+    """Hands a loader's CPU-made batches over on ``device``, with ``prepare`` (if any)
+    applied to the images: the one hand-over of every placement that makes batches on the
+    CPU for a model on the GPU (torch workers, the RAM cache). A loader keeps one.
 
     On CUDA each batch is copied and prepared on a side stream while the training step
-    consumes the previous one: the hand-over of every placement that makes batches on the
-    CPU for a model on the GPU (torch workers, DALI on the CPU, the RAM cache) is this one
-    function. The copy is asynchronous only from pinned memory, so producers should hand
-    over pinned tensors (pinning here would cost the main thread a copy of its own).
+    consumes the previous one. The side stream is made at the first epoch and serves every
+    later one: torch's caching allocator keeps the blocks freed by a stream's work for that
+    stream alone, and each ``torch.cuda.Stream()`` is the next of a pool of 32, so a new
+    stream per epoch cached every epoch's batches apart from the next one's, and the GPU
+    memory in use grew by a working set per epoch. The copy is asynchronous only from
+    pinned memory, so producers should hand over pinned tensors (pinning here would cost
+    the main thread a copy of its own).
     """
-    if device.type != "cuda":
+
+    def __init__(
+        self,
+        device: torch.device,
+        prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
+        self.device = device
+        self.prepare = prepare
+        self._stream: torch.cuda.Stream | None = None
+
+    def side_stream(self) -> torch.cuda.Stream:
+        """The CUDA stream batches are copied and prepared on: one for this hand-over's
+        life (made on first use, so building a loader does not touch the GPU)."""
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        return self._stream
+
+    def __call__(self, batches: Iterable[Batch]) -> Iterator[Batch]:
+        """Yield ``batches`` on the device, prepared; on CUDA one batch ahead."""
+        if self.device.type != "cuda":
+            return self._plain(batches)
+        return self._ahead(batches, self.side_stream())
+
+    def _prepared(self, images: torch.Tensor) -> torch.Tensor:
+        return images if self.prepare is None else self.prepare(images)
+
+    def _plain(self, batches: Iterable[Batch]) -> Iterator[Batch]:
         for images, labels in batches:
-            images, labels = images.to(device), labels.to(device)
-            yield (images if prepare is None else prepare(images)), labels
-        return
-    stream = torch.cuda.Stream(device)
-    it = iter(batches)
+            yield self._prepared(images.to(self.device)), labels.to(self.device)
 
-    def load() -> Batch | None:
-        try:
-            images, labels = next(it)
-        except StopIteration:
-            return None
-        with torch.cuda.stream(stream):
-            images = images.to(device, non_blocking=True)
-            labels = labels.to(device, non_blocking=True)
-            return (images if prepare is None else prepare(images)), labels
+    def _ahead(self, batches: Iterable[Batch], stream: torch.cuda.Stream) -> Iterator[Batch]:
+        device = self.device
+        it = iter(batches)
 
-    upcoming = load()
-    while upcoming is not None:
-        current = torch.cuda.current_stream(device)
-        current.wait_stream(stream)
-        images, labels = upcoming
-        images.record_stream(current)  # the caching allocator must not reuse them early
-        labels.record_stream(current)
+        def load() -> Batch | None:
+            try:
+                images, labels = next(it)
+            except StopIteration:
+                return None
+            with torch.cuda.stream(stream):
+                images = images.to(device, non_blocking=True)
+                labels = labels.to(device, non_blocking=True)
+                return self._prepared(images), labels
+
         upcoming = load()
-        yield images, labels
+        while upcoming is not None:
+            current = torch.cuda.current_stream(device)
+            current.wait_stream(stream)
+            images, labels = upcoming
+            images.record_stream(current)  # the caching allocator must not reuse them early
+            labels.record_stream(current)
+            upcoming = load()
+            yield images, labels

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
-from dali_pipes.backends.handover import Normalizer, normalized
+from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.interface import images_of
 from dali_pipes.errors import ConfigError, DataError
@@ -158,12 +158,12 @@ class TorchLoader(Loader):
             collate_fn=_collate,
             **extra,
         )
-        self._norm = Normalizer(spec.augment, self.device)
+        self._handover = Handover(self.device, Normalizer(spec.augment, self.device))
 
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
         self._batches.plan = plan
         try:
-            yield from normalized(self._kept(), self._norm, self.device)
+            yield from self._handover(self._kept())
         except DataError as exc:
             raise (_worker_error(exc) or exc) from None
 

@@ -15,13 +15,15 @@ from typing import Any
 import torch
 
 from dali_pipes.selfcheck import nvml
+from dali_pipes.tools.provenance import version
 
-_PACKAGES = ("dali-pipes", "nvidia-dali-cuda120", "torch", "torchvision", "numpy", "numba")
+_PACKAGES = ("nvidia-dali-cuda120", "torch", "torchvision", "numpy", "numba")
 
 
 def versions() -> dict[str, str | None]:
-    """Installed versions of dali_pipes and what it runs on."""
-    found: dict[str, str | None] = {"python": platform.python_version()}
+    """The versions of dali_pipes (the one running, also from a source tree) and of the
+    installed packages it runs on."""
+    found: dict[str, str | None] = {"python": platform.python_version(), "dali-pipes": version()}
     for name in _PACKAGES:
         try:
             found[name] = importlib.metadata.version(name)
@@ -45,7 +47,8 @@ def _dali_cuda() -> dict[str, str | None]:
 
 
 def gpu() -> dict[str, Any] | None:
-    """This process's GPU as torch and the driver describe it, or None without one."""
+    """This process's GPU as torch and the driver describe it, or None without one. Not
+    its UUID: a hardware serial has no place in a report meant for public bug trackers."""
     if not torch.cuda.is_available():
         return None
     index = torch.cuda.current_device()
@@ -56,8 +59,12 @@ def gpu() -> dict[str, Any] | None:
         "memory_gib": round(props.total_memory / 2**30, 1),
         "compute_capability": f"{props.major}.{props.minor}",
         "visible_gpus": torch.cuda.device_count(),
-        "uuid": str(getattr(props, "uuid", "")),
     }
+
+
+def _uuid(index: int) -> str:
+    """The UUID of CUDA device ``index``, for finding it in NVML (never reported)."""
+    return str(getattr(torch.cuda.get_device_properties(index), "uuid", ""))
 
 
 def describe() -> dict[str, Any]:
@@ -70,7 +77,7 @@ def describe() -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m dali_pipes.selfcheck", *sys.argv[1:]]),
-        "commit": shared["commit"],  # a checkout's; None for an installed wheel
+        "commit": shared["commit"],  # dali_pipes.tools.provenance: never another repository's
         "versions": versions(),
         "cuda": {
             "torch_runtime": torch.version.cuda,
@@ -106,7 +113,7 @@ def hardware_decoder(folder: Path, load: float, seconds: float = 2.0) -> str:
         )
 
     with nvml.session() as lib:
-        handle = nvml.device(lib, info["uuid"])
+        handle = nvml.device(lib, _uuid(info["index"]))
         if nvml.jpeg_utilisation(lib, handle) is None:
             return "unknown: the driver reports no JPEG-engine utilisation for this GPU"
         pipe = decode(device_id=info["index"])

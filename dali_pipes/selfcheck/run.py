@@ -63,7 +63,7 @@ def _headline(facts: dict[str, object]) -> dict[str, object]:
     if isinstance(gpu, dict):
         gpu = f"{gpu['name']}, {gpu['memory_gib']} GiB, compute {gpu['compute_capability']}"
     return {
-        "dali_pipes": versions.get("dali-pipes"),
+        "dali_pipes": f"{versions.get('dali-pipes')} (commit {facts.get('commit')})",
         "DALI": versions.get("nvidia-dali-cuda120"),
         "torch / torchvision": f"{versions.get('torch')} / {versions.get('torchvision')}",
         "CUDA": f"driver {cuda.get('driver')}, torch runtime {cuda.get('torch_runtime')}, "

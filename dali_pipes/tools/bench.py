@@ -50,6 +50,7 @@ from dali_pipes.tools.bench_candidates import (
 )
 from dali_pipes.tools.charts import bench_chart
 from dali_pipes.tools.measurement import Measurement
+from dali_pipes.tools.provenance import commit, version
 
 log = logging.getLogger("dali_pipes.bench")
 
@@ -93,6 +94,7 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
 def environment() -> dict[str, Any]:
     """The machine, versions, date, command and commit a recorded measurement needs."""
     versions: dict[str, str | None] = {
+        "dali_pipes": version(),
         "python": platform.python_version(),
         "torch": torch.__version__,
     }
@@ -118,31 +120,8 @@ def environment() -> dict[str, Any]:
         "machine": machine,
         "versions": versions,
         "command": _command(),
-        "commit": _commit(),
+        "commit": commit(),
     }
-
-
-def _commit() -> str | None:
-    """The checkout's commit (with ``+dirty`` for uncommitted changes), if it is one (an
-    installed package's folder may sit inside some other repository: not ours to name)."""
-    import subprocess
-
-    root = str(Path(__file__).resolve().parents[2])
-    if not (Path(root) / "pyproject.toml").is_file():
-        return None
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
-        if done.returncode:
-            raise OSError(done.stderr)
-        return done.stdout.strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-    except OSError:
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def _command() -> str:

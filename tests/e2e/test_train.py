@@ -241,6 +241,7 @@ def test_lr_scales_with_global_batch_warms_up_then_decays_to_zero() -> None:
 
 
 @gpu
+@pytest.mark.slow
 def test_gpu_recipe_uses_bf16_autocast_channels_last_and_nccl(tmp_path: Path) -> None:
     out = tmp_path / "gpu"
     torchrun(
@@ -403,6 +404,7 @@ def test_compiled_training_saves_the_plain_state_dict_and_resumes_without_compil
 
 
 @gpu
+@pytest.mark.slow
 def test_gpu_compiled_training_with_ema_and_clipping_runs(tmp_path: Path) -> None:
     """Inductor (Triton) compile, bf16 autocast, channels_last from the loader, EMA, clipping."""
     row = train(

@@ -146,6 +146,7 @@ def test_the_bounds_catch_a_wrong_parameter_fed_to_one_backend(
 
 
 @gpu
+@pytest.mark.slow
 def test_randaugment_on_the_gpu_matches_the_cpu_without_equalize(real_photos: Path) -> None:
     """nvJPEG decodes differently (test_parity's GPU bounds) and the GPU's equalize is
     DALI's own (OpenCV's table), so it is left out here. Provisional bounds: not yet run

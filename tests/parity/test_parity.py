@@ -177,7 +177,11 @@ def test_full_decode_then_crop_equals_region_decode_on_the_cpu(real_photos: Path
     assert torch.equal(region, whole)
 
 
+_ON_CPU: dict[tuple[Path, bool], torch.Tensor] = {}  # DALI on the CPU, per photo set and split
+
+
 @gpu
+@pytest.mark.slow
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 @pytest.mark.parametrize("fancy", [True, False], ids=["libjpeg-upsampling", "nvjpeg-upsampling"])
 def test_dali_gpu_matches_dali_cpu_on_real_photos(
@@ -185,7 +189,9 @@ def test_dali_gpu_matches_dali_cpu_on_real_photos(
 ) -> None:
     """nvJPEG (hardware and CUDA decoders) vs libjpeg-turbo, the rest of the pipeline equal."""
     on_gpu = batches(real_photos, train, DaliBackend(device="gpu", fancy_upsampling=fancy))
-    on_cpu = batches(real_photos, train, DaliBackend(device="cpu"))
+    if (real_photos, train) not in _ON_CPU:  # the same for both upsamplings: made once
+        _ON_CPU[real_photos, train] = batches(real_photos, train, DaliBackend(device="cpu"))
+    on_cpu = _ON_CPU[real_photos, train]
     assert on_gpu.shape == on_cpu.shape
     name = f"dali-gpu ({'fancy' if fancy else 'nvjpeg'} upsampling) vs dali-cpu"
     mean, _, worst, off = report(f"{name} ({'train' if train else 'eval'})", on_gpu, on_cpu, capsys)

@@ -19,7 +19,7 @@ import torch
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
 from dali_pipes.backends.cache.store import DecodedImages, cached_batch
-from dali_pipes.backends.handover import Normalizer, normalized
+from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import images_of
 from dali_pipes.runtime.distributed import cpu_share
@@ -36,7 +36,7 @@ class CachedLoader(Loader):
             self._pool.shutdown(wait=False, cancel_futures=True)
             raise
         self.images = self.store.images
-        self._norm = Normalizer(spec.augment, self.device)
+        self._handover = Handover(self.device, Normalizer(spec.augment, self.device))
 
     @property
     def decoded_here(self) -> int:
@@ -46,7 +46,7 @@ class CachedLoader(Loader):
     # ----------------------------------------------------------------- epochs
 
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:
-        yield from normalized(self._batches(plan), self._norm, self.device)
+        yield from self._handover(self._batches(plan))
 
     def _batches(self, plan: EpochPlan) -> Iterator[Batch]:
         ahead: Future[Batch | None] | None = None

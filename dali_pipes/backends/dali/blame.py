@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dali_pipes.backends.dali import lifecycle
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
 from dali_pipes.backends.dali.feed import InFlight
 from dali_pipes.backends.dali.graph import DaliGraph
@@ -28,13 +29,14 @@ Hint = Callable[[Failure], str]
 
 @dataclass
 class BadFileSearch:
-    """The search over ``source``'s files with ``graph``'s decoder, within ``limit`` files
-    and ``seconds``."""
+    """The search over ``source``'s files with ``probe`` (its graph's decoder), within
+    ``limit`` files and ``seconds``. The probe is the caller's, kept from one search to the
+    next: on a GPU each build of its pipeline costs about as much as decoding hundreds of
+    files, and only a file that fails it needs a new one."""
 
-    graph: DaliGraph
+    probe: Probe
     source: Source
     max_pixels: int
-    hint: Hint
     limit: int = 1024
     seconds: float = 60.0
 
@@ -56,30 +58,26 @@ class BadFileSearch:
         ]
         found: list[tuple[str, DataError]] = []
         deadline = time.monotonic() + self.seconds
-        probe = Probe(self.graph, self.hint)
-        try:
-            for done, (i, anchor, shape, n) in enumerate(todo):
-                if found and n != todo[done - 1][3]:
-                    break  # the batch with the culprits is done
-                if done >= self.limit or time.monotonic() > deadline:
-                    if found:
-                        break
-                    left = [source.name(t[0]) for t in todo[done:]]
-                    raise DataError(
-                        f"DALI failed on a batch ({why}); the search for the file stopped "
-                        f"after {done} of {len(todo)} files (limits: {self.limit} files, "
-                        f"{self.seconds:g} s); suspects: {sample_paths(left)}; find bad "
-                        "files with python -m dali_pipes.scan, then data.exclude=<its manifest>"
-                    )
-                path, blob = source.name(i), source.read([i])[0]
-                if isinstance(blob, DataError):
-                    found.append((path, blob))
-                    continue
-                rejected = probe(blob, anchor, shape)
-                if rejected:
-                    found.append((path, self.decode_error(path, blob, rejected)))
-        finally:
-            probe.close()
+        for done, (i, anchor, shape, n) in enumerate(todo):
+            if found and n != todo[done - 1][3]:
+                break  # the batch with the culprits is done
+            if done >= self.limit or time.monotonic() > deadline:
+                if found:
+                    break
+                left = [source.name(t[0]) for t in todo[done:]]
+                raise DataError(
+                    f"DALI failed on a batch ({why}); the search for the file stopped "
+                    f"after {done} of {len(todo)} files (limits: {self.limit} files, "
+                    f"{self.seconds:g} s); suspects: {sample_paths(left)}; find bad "
+                    "files with python -m dali_pipes.scan, then data.exclude=<its manifest>"
+                )
+            path, blob = source.name(i), source.read([i])[0]
+            if isinstance(blob, DataError):
+                found.append((path, blob))
+                continue
+            rejected = self.probe(blob, anchor, shape)
+            if rejected:
+                found.append((path, self.decode_error(path, blob, rejected)))
         return found
 
     def decode_error(self, path: str, blob: np.ndarray, why: str) -> DataError:
@@ -95,9 +93,9 @@ class BadFileSearch:
 class Probe:
     """Decodes one file at a time with a graph's decoder (:meth:`DaliGraph.decode`).
 
-    One batch-of-one pipeline serves every file of a search and is rebuilt only after it
-    fails (a DALI pipeline is unusable after an error), so a search costs one build per
-    bad file found, not one per file.
+    One batch-of-one pipeline serves every file of every search of its loader and is
+    rebuilt only after it fails (a DALI pipeline is unusable after an error), so searches
+    cost one build per bad file found, not one per file or per search.
     """
 
     def __init__(self, graph: DaliGraph, hint: Hint) -> None:
@@ -138,3 +136,10 @@ class Probe:
     def close(self) -> None:
         """Release the probe's pipeline."""
         self._pipe = None
+
+    def orphan(self) -> None:
+        """Hand the pipeline to :func:`lifecycle.orphan` (its owner is collected on a thread
+        that must not destroy a pipeline: see :mod:`.lifecycle`)."""
+        if self._pipe is not None:
+            lifecycle.orphan(self._pipe)
+            self._pipe = None

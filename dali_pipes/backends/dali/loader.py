@@ -42,13 +42,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
 from dali_pipes.backends.dali import lifecycle
-from dali_pipes.backends.dali.blame import BadFileSearch
+from dali_pipes.backends.dali.blame import BadFileSearch, Probe
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
 from dali_pipes.backends.dali.feed import Feed, InFlight
 from dali_pipes.backends.dali.graph import DaliGraph, EncodedFiles, GraphDevices, GraphInputs
@@ -105,6 +106,9 @@ class DaliLoader(Loader):
             )
         self._feed: Feed = self._make_feed()
         self._pipe: Any = None
+        #: The bad-file search's decoder, kept from one search to the next (:mod:`.blame`);
+        #: its note needs the devices, not this loader (no reference cycle).
+        self._probe = Probe(self.graph, partial(device_hint, self.made, self.device))
         self._owner = threading.get_ident()  # the thread that built the pipeline
         self._active: Generator[Batch, None, None] | None = None
 
@@ -212,10 +216,9 @@ class DaliLoader(Loader):
         (what DALI had not delivered); raise ``failure``, with a note, when every file
         decodes alone."""
         search = BadFileSearch(
-            self.graph,
+            self._probe,
             self._image_source(),
             self.spec.max_pixels,
-            self.device_hint,
             self.probe_limit,
             self.probe_seconds,
         )
@@ -235,20 +238,7 @@ class DaliLoader(Loader):
 
     def device_hint(self, kind: Failure) -> str:
         """The note a memory or GPU failure gets: where, and what to try."""
-        where = f"GPU {self.made}" if self.made.type == "cuda" else "the CPU"
-        if self.device != self.made:
-            where += f", handing batches to {self.device}"
-        if kind == "memory":
-            return (
-                f"while the DALI loader was producing a batch ({where}): out of memory, not a "
-                "bad file; lower data.batch_size or backend.prefetch_queue_depth, or free "
-                "memory held elsewhere"
-            )
-        return (
-            f"while the DALI loader was producing a batch ({where}): a CUDA/GPU failure, not "
-            "a bad file; check the GPU (nvidia-smi, Xid errors in dmesg) and rerun with "
-            "CUDA_LAUNCH_BLOCKING=1 to locate it"
-        )
+        return device_hint(self.made, self.device, kind)
 
     def _drain(self, pipe: Any) -> None:
         """Consume the batches DALI already has in flight so the next epoch starts clean."""
@@ -285,6 +275,7 @@ class DaliLoader(Loader):
             self._active = None
         self._feed.close()
         self._pipe = None
+        self._probe.close()
         if self._resize is not None:
             self._resize.close()
         lifecycle.closed(self)
@@ -293,10 +284,34 @@ class DaliLoader(Loader):
     def __del__(self) -> None:
         """Collected without :meth:`close` on a thread that did not build the pipeline
         (see :mod:`.lifecycle`): the pipeline is kept for a safe thread to release."""
+        if threading.get_ident() == getattr(self, "_owner", None):
+            return
         pipe = getattr(self, "_pipe", None)
-        if pipe is not None and threading.get_ident() != getattr(self, "_owner", None):
+        if pipe is not None:
             lifecycle.orphan(pipe)
             self._pipe = None
+        probe = getattr(self, "_probe", None)
+        if probe is not None:
+            probe.orphan()
+
+
+def device_hint(made: torch.device, device: torch.device, kind: Failure) -> str:
+    """The note a memory or GPU failure of a loader that makes batches on ``made`` for
+    ``device`` gets: where, and what to try."""
+    where = f"GPU {made}" if made.type == "cuda" else "the CPU"
+    if device != made:
+        where += f", handing batches to {device}"
+    if kind == "memory":
+        return (
+            f"while the DALI loader was producing a batch ({where}): out of memory, not a "
+            "bad file; lower data.batch_size or backend.prefetch_queue_depth, or free "
+            "memory held elsewhere"
+        )
+    return (
+        f"while the DALI loader was producing a batch ({where}): a CUDA/GPU failure, not "
+        "a bad file; check the GPU (nvidia-smi, Xid errors in dmesg) and rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 to locate it"
+    )
 
 
 def require_dali_gpu(made: torch.device, device: torch.device, backend_device: str) -> None:

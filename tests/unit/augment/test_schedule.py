@@ -44,7 +44,13 @@ def test_a_ramp_rounds_to_the_multiple_between_its_ends() -> None:
     assert [crop.size_at(e) for e in range(8)] == [96, 96, 96, 128, 160, 192, 224, 224]
 
 
-BACKENDS = ["torch", "dali-cpu", "synthetic", "ram", pytest.param("dali-gpu", marks=gpu)]
+BACKENDS = [
+    "torch",
+    "dali-cpu",
+    "synthetic",
+    "ram",
+    pytest.param("dali-gpu", marks=[gpu, pytest.mark.slow]),
+]
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

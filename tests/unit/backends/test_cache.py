@@ -121,6 +121,7 @@ def test_a_gpu_cache_without_a_gpu_is_a_clear_error(identity_tree: Path) -> None
 
 
 @gpu
+@pytest.mark.slow
 def test_gpu_cache_matches_the_ram_cache(photos: Path) -> None:
     common = ["data.batch_size=32", "augment.train.crop.size=224", "backend.device=gpu"]
     with loader(photos, *common, "data.cache=gpu") as on_gpu:

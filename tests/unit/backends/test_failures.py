@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from helpers.errors import folder_cfg, one_line, small_tree
 from torchvision.io import encode_jpeg
 
 from dali_pipes import DataError, DeviceError, build_loader, compose_config
+from dali_pipes.backends.dali import lifecycle as dali_lifecycle
 from dali_pipes.backends.dali import loader as dali_backend
 from dali_pipes.backends.dali.blame import BadFileSearch, Probe
 from dali_pipes.backends.dali.failures import failure_kind
@@ -237,6 +239,55 @@ def test_a_decoder_error_no_file_explains_stays_dalis_error_with_a_note(
     (note,) = exc.value.__notes__
     assert "decodes alone with the same decoder" in note and "no file is to blame" in note
     assert str(tmp_path / "a" / "0.jpg") in note and "\n" not in note
+
+
+def test_a_loaders_searches_share_one_probe_rebuilt_only_after_a_bad_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three files only the decoder rejects, each first in its batch of two: three searches.
+    A probe of its own per search built one pipeline for the search and one after its bad
+    file (6); the loader's one probe builds one at first and one after each bad file (4).
+    On a GPU a build costs about as much as decoding hundreds of files."""
+    small_tree(tmp_path, {"a": 6})
+    bad = [tmp_path / "a" / f"{k}.jpg" for k in (0, 2, 4)]
+    for path in bad:
+        path.write_bytes(scanless_jpeg())
+    builds: list[int] = []
+    real = Probe._build
+
+    def counted(self: Probe) -> Any:
+        builds.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Probe, "_build", counted)
+    loader = loader_for(tmp_path, "data.on_error=drop", "backend.prefetch_queue_depth=1")
+    assert sum(len(labels) for _, labels in loader) == 3
+    assert sorted(loader.bad_files) == [str(p) for p in bad]
+    assert len(builds) == len(bad) + 1
+    loader.close()
+
+
+def test_a_loader_collected_on_another_thread_leaves_its_probes_pipeline_to_its_own(
+    tmp_path: Path,
+) -> None:
+    """The probe's pipeline lives as long as its loader: like the loader's own, it is never
+    destroyed on the thread that happens to collect the loader (a DALI thread may: see
+    backends/dali/lifecycle.py), but kept until a thread of the program's releases it."""
+    small_tree(tmp_path, {"a": 4})
+    (tmp_path / "a" / "0.jpg").write_bytes(scanless_jpeg())  # first: the probe goes on after it
+    loader = loader_for(tmp_path, "data.on_error=drop", "backend.prefetch_queue_depth=1")
+    assert sum(len(labels) for _, labels in loader) == 3
+    probe_pipe = loader._probe._pipe
+    assert probe_pipe is not None
+    orphans = dali_lifecycle._orphans
+    collector = threading.Thread(target=loader.__del__)
+    collector.start()
+    collector.join()
+    assert loader._probe._pipe is None and any(p is probe_pipe for p in orphans)
+    del probe_pipe
+    dali_lifecycle.release_orphans()  # here, on a thread of the program's own
+    assert not orphans
+    loader.close()
 
 
 @pytest.mark.parametrize("roi", [True, False])

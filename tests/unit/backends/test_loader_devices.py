@@ -18,7 +18,7 @@ from helpers.launch import CPU, GPU0, cuda, synthetic_cfg
 from dali_pipes import build_loader, compose_config
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import torch as torch_backend
-from dali_pipes.backends.handover import Normalizer, normalized, prefetched
+from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.synthetic import SyntheticLoader
 from dali_pipes.config.loaders import model_device
 from dali_pipes.config.specs import loader_spec
@@ -122,15 +122,15 @@ def test_the_synthetic_backend_makes_its_batch_on_the_model_device(
     assert SyntheticLoader(loader_spec(cfg, "train")).device == GPU0 and made == [GPU0]
 
 
-def test_prefetched_hands_batches_over_unchanged_or_prepared_on_the_cpu() -> None:
+def test_the_hand_over_gives_batches_unchanged_or_prepared_on_the_cpu() -> None:
     batches = [
         (torch.full((2, 3, 4, 4), k, dtype=torch.uint8), torch.tensor([k, k])) for k in (1, 2)
     ]
-    plain = list(prefetched(batches, CPU))
+    plain = list(Handover(CPU)(batches))
     for (images, labels), (raw, raw_labels) in zip(plain, batches, strict=True):
         assert torch.equal(images, raw) and torch.equal(labels, raw_labels)
     norm = Normalizer(AugmentSpec(), CPU)
-    prepared = list(normalized(batches, norm, CPU))
+    prepared = list(Handover(CPU, norm)(batches))
     for (images, labels), (raw, raw_labels) in zip(prepared, batches, strict=True):
         assert torch.equal(images, norm(raw)) and torch.equal(labels, raw_labels)
 
@@ -167,6 +167,7 @@ def test_cpu_decoding_feeds_a_gpu_model(identity_tree: Path, backend: str) -> No
 
 
 @gpu
+@pytest.mark.slow
 def test_training_with_dali_on_the_cpu_puts_the_model_on_the_gpu(
     identity_tree: Path, tmp_path: Path
 ) -> None:

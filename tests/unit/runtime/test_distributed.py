@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import LAUNCH_VARS, gpu
+from conftest import LAUNCH_VARS, REPO, TESTS, gpu
 from helpers.launch import slurm
 
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.distributed import Ranks, cpu_share, ranks, slurm_tasks_on_node
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
@@ -92,48 +90,75 @@ def test_srun_cpus_per_task_is_the_process_share_of_cores(
     assert cpu_share() == 1
 
 
-PROBE = """
-import json, sys
-from helpers.launch import CPU, GPU0, cuda, slurm, synthetic_cfg
-
-from dali_pipes import build_loader, compose_config
-from dali_pipes.config.loaders import model_device
-cfg = compose_config(sys.argv[1:])
-with build_loader(cfg, "train") as loader:
-    images, labels = next(iter(loader))
-print(json.dumps({"model": str(model_device(cfg)), "loader": str(loader.device),
-                  "images": str(images.device)}))
-"""
+#: A process of its own that builds a loader and says where its batches are.
+PLACEMENT_PROBE = TESTS / "probes" / "placement_probe.py"
 
 
-@gpu
-@pytest.mark.parametrize("backend_device", ["gpu", "cpu"])
-def test_a_process_given_one_gpu_uses_it_as_local_rank_one(
-    identity_tree: Path, backend_device: str
-) -> None:
-    """Per-rank CUDA_VISIBLE_DEVICES (as srun --gpus-per-task=1 sets it): LOCAL_RANK=1 sees
-    one device, which is its GPU."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
-    env |= {"CUDA_VISIBLE_DEVICES": "0", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
-    args = [
-        "data=folder",
-        f"data.root={identity_tree}",
-        "data.batch_size=4",
-        "augment.train.crop.size=32",
-        "backend=dali",
-        f"backend.device={backend_device}",
-        "trainer.device=cuda",
-    ]
+def placement(cwd: Path, env: dict[str, str], *overrides: str) -> dict[str, str]:
+    """Run the placement probe with ``overrides`` from ``cwd`` with ``env`` (the
+    launcher's variables); where it found the model, the loader and the batch."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        cwd=ROOT,
+        [sys.executable, str(PLACEMENT_PROBE), *overrides],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def local_rank_one(
+    identity_tree: Path, backend: str, backend_device: str, trainer_device: str
+) -> tuple[list[str], dict[str, str]]:
+    """LOCAL_RANK=1 of 2 (one GPU each, as ``srun --gpus-per-task=1`` gives them): the
+    probe's overrides and environment. PYTHONPATH keeps what it holds outside this tree
+    (where the GPU machine's DALI lives), never the tree or its tests."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    paths = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep) if p]
+    outside = [
+        p for p in paths if REPO.resolve() not in (Path(p).resolve(), *Path(p).resolve().parents)
+    ]
+    if outside:
+        env["PYTHONPATH"] = os.pathsep.join(outside)
+    env |= {"CUDA_VISIBLE_DEVICES": "0", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    overrides = [
+        "data=folder",
+        f"data.root={identity_tree}",
+        "data.batch_size=4",
+        "augment.train.crop.size=32",
+        f"backend={backend}",
+        f"backend.device={backend_device}",
+        f"trainer.device={trainer_device}",
+        *(["backend.num_workers=0"] if backend == "torch" else []),
+    ]
+    return overrides, env
+
+
+@pytest.mark.slow
+def test_the_placement_probe_runs_from_any_directory_without_the_tree_on_the_path(
+    identity_tree: Path, tmp_path: Path
+) -> None:
+    """The GPU test below runs this probe: here on the CPU, started from a folder outside
+    the tree with neither the tree nor its tests on PYTHONPATH, it finds dali_pipes (it
+    once imported the tests' helpers, which only pytest puts on the path)."""
+    overrides, env = local_rank_one(identity_tree, "torch", "cpu", "cpu")
+    seen = placement(tmp_path, env, *overrides)
+    assert seen == {"model": "cpu", "loader": "cpu", "images": "cpu"}
+
+
+@gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_device", ["gpu", "cpu"])
+def test_a_process_given_one_gpu_uses_it_as_local_rank_one(
+    identity_tree: Path, tmp_path: Path, backend_device: str
+) -> None:
+    """Per-rank CUDA_VISIBLE_DEVICES (as srun --gpus-per-task=1 sets it): LOCAL_RANK=1 sees
+    one device, which is its GPU."""
+    overrides, env = local_rank_one(identity_tree, "dali", backend_device, "cuda")
+    seen = placement(tmp_path, env, *overrides)
     assert seen == {"model": "cuda:0", "loader": "cuda:0", "images": "cuda:0"}
 
 
