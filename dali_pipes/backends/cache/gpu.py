@@ -85,9 +85,9 @@ class _CachedFeed(Feed):
 
     def _take(self, part: int) -> Any:
         if not self._parts[part]:
-            images, *params = super().__call__()
-            self._parts[0].append(tuple(params))
-            self._parts[1].append(images)
+            fed = self.batch()
+            self._parts[0].append(fed.params())
+            self._parts[1].append(fed.images)
         return self._parts[part].popleft()
 
     def __call__(self) -> tuple[Any, ...]:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dali_pipes.backends.base import BadFiles, EpochPlan
+from dali_pipes.backends.dali.columns import Fed, View
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
@@ -152,7 +153,8 @@ class Feed:
         assert not isinstance(blob, DataError)  # header_size raised the read error
         return blob, size
 
-    def __call__(self) -> tuple[Any, ...]:
+    def batch(self) -> Fed:
+        """The next batch's columns by name (:mod:`.columns`)."""
         position, indices, blobs, sizes = self._next_batch()
         ids = self.source.identity(indices)
         draw = self.pipeline.draw(sizes, ids, self.spec.sampling.seed, self._plan.epoch)
@@ -160,16 +162,13 @@ class Feed:
         roi_start, roi_end = g.roi()
         anchor, shape = g.decode_window()
         self.in_flight.append(InFlight(position, indices, anchor, shape))
-        return (
-            blobs,
-            self.labels[indices],
-            anchor,
-            shape,
-            roi_start,
-            roi_end,
-            np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1)),
-            *self.pipeline.feed(draw),
-        )
+        out = np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1))
+        view = View(anchor, shape, roi_start, roi_end, out, tuple(self.pipeline.feed(draw)))
+        return Fed(blobs, self.labels[indices], (view,))
+
+    def __call__(self) -> tuple[Any, ...]:
+        """The next batch's columns in feed order (DALI's ``external_source`` callback)."""
+        return self.batch().flat()
 
     def close(self) -> None:
         """Stop feeding and the reader threads (and a packed dataset's reader)."""

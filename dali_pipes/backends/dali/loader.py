@@ -173,7 +173,7 @@ class DaliLoader(Loader):
                     except StopIteration:
                         finished = True
                         return
-                    batch = to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
+                    batch = self._handover(outputs)
                     outputs = None
                     position = self._feed.in_flight.popleft().position + 1
                     pipe.release_outputs()
@@ -264,6 +264,10 @@ class DaliLoader(Loader):
                 return
             pipe.release_outputs()
             pipe.schedule_run()
+
+    def _handover(self, outputs: Any) -> Batch:
+        """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`)."""
+        return to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
 
     def _image_source(self) -> ImageSource:
         source = self.spec.source
