@@ -13,8 +13,10 @@ without a GPU (``python -m dali_pipes.bench``'s ``feed`` and ``reader`` candidat
   DALI's ResNet-50 example (:mod:`~dali_pipes.tools.dali_example`), alone: its files and
   labels, nothing decoded.
 
-Both run DALI's pipeline on the CPU with the loader's threads and prefetch depth and hand
-over nothing but the labels' count.
+In both, the encoded files go where a decoder would take them, to an operator that reads
+them in DALI: ``fn.peek_image_shape`` (each image's size from its header), so DALI reads
+the bytes it is fed as the decoder does, without copying them out as outputs. Both run on
+the CPU with the loader's threads and prefetch depth and hand over the labels' count.
 """
 
 from __future__ import annotations
@@ -45,11 +47,15 @@ class FeedOnly(DaliLoader):
         super().__init__(spec, twin=True)
 
     def _define(self) -> Any:
-        from nvidia.dali import pipeline_def
+        from nvidia.dali import fn, pipeline_def
 
         columns = FedColumns.of(self.spec.augment.pipeline(self.spec.train))
-        graph = pipeline_def(lambda: fed_nodes(self._feed, columns).flat())
-        return graph(
+
+        def graph() -> tuple[Any, ...]:
+            fed = fed_nodes(self._feed, columns)
+            return (fn.peek_image_shape(fed.images), *fed.params())
+
+        return pipeline_def(graph)(
             batch_size=self.spec.batch_size,
             num_threads=self.num_threads,
             device_id=None,
@@ -87,7 +93,7 @@ class ReaderOnly:
                 pad_last_batch=True,
                 name=READER,
             )
-            return jpegs, labels
+            return fn.peek_image_shape(jpegs), labels
 
         self.batch_size = spec.batch_size
         self.pipe = pipeline_def(graph)(
