@@ -87,6 +87,13 @@ class ImageSource:
         [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)
         return [blobs] * len(indices) if isinstance(blobs, DataError) else blobs
 
+    @property
+    def local_paths(self) -> tuple[str, ...] | None:
+        """Each sample's path when every sample is a regular file on a local (or mounted)
+        file system, which a reader may open itself; None for samples packed in shards or
+        in a bucket, which only :meth:`read` reads. (The listing keeps regular files only.)"""
+        return self.files if self.layout is None and not is_url(self.root) else None
+
     def identity(self, indices: list[int] | np.ndarray) -> np.ndarray:
         """What each sample's random augmentation is drawn from (with seed and epoch): the
         index of its file in the folder's ImageFolder order. For a folder that is the

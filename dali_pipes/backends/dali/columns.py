@@ -48,7 +48,7 @@ class View(NamedTuple):
 class Fed(NamedTuple):
     """One batch's columns by name (arrays as fed, or the graph's DataNodes)."""
 
-    images: Any  # encoded files (uint8, one array each) or cached pixels
+    images: Any  # encoded files (uint8, one array each) or the cache's pixels (fed apart)
     labels: Any  # int64 [n]
     views: tuple[View, ...]
 

@@ -138,11 +138,17 @@ class GraphInputs(Protocol):
 
 def fed_nodes(source: Callable[[], Any], columns: FedColumns) -> Fed:
     """The feed's columns as DataNodes: one ``external_source`` calling ``source`` for a
-    batch's flat columns (:meth:`Fed.flat`)."""
+    batch's flat columns (:meth:`Fed.flat`).
+
+    DALI takes them without a copy (``no_copy``): it keeps a reference to each array until
+    it has consumed it, and the feed changes no array it handed over (the buffers of local
+    reads are read into again only once DALI delivered their batch: :meth:`Feed.delivered`)."""
     from nvidia.dali import fn
 
     types = columns.dali_types()
-    nodes = fn.external_source(source=source, num_outputs=len(types), batch=True, dtype=types)
+    nodes = fn.external_source(
+        source=source, num_outputs=len(types), batch=True, dtype=types, no_copy=True
+    )
     return columns.unflatten(nodes)
 
 

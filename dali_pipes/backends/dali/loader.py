@@ -42,11 +42,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
+from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices, plan_epoch
 from dali_pipes.backends.dali import lifecycle
 from dali_pipes.backends.dali.blame import BadFileSearch
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
@@ -165,7 +166,8 @@ class DaliLoader(Loader):
                 if self._pipe is None:
                     self._pipe = self._build()
                 pipe = self._pipe
-                self._feed.start(plan, position)
+                following = partial(plan_epoch, self.rank_sampler, plan.epoch + 1, self.batch_size)
+                self._feed.start(plan, position, following)
                 pipe.schedule_run()
                 while True:
                     try:
@@ -175,7 +177,7 @@ class DaliLoader(Loader):
                         return
                     batch = self._handover(outputs)
                     outputs = None
-                    position = self._feed.in_flight.popleft().position + 1
+                    position = self._feed.delivered() + 1
                     pipe.release_outputs()
                     pipe.schedule_run()
                     yield batch
