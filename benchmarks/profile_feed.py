@@ -13,7 +13,10 @@ Two datasets, alternated in one run, ``--rounds`` times: ``../shared/data/photos
   the ``bench`` candidate of that name): the planned files read and every column fed
   through ``external_source``, nothing decoded;
 - ``reader``: DALI's ``fn.readers.file`` alone over the same files
-  (:class:`~dali_pipes.tools.host_side.ReaderOnly`).
+  (:class:`~dali_pipes.tools.host_side.ReaderOnly`), as DALI's examples use it: the files
+  mapped into memory, their pages read only when touched (here: each header's);
+- ``reader-read``: the same reader with ``dont_use_mmap=True``, reading each file into
+  memory as the feed does (and as a decoder would make a mapped file be read).
 
 Each is timed over whole epochs of at least ``--min-images`` images after a warm-up epoch:
 images/s; CPU time per image of the process and of its thread groups (``/proc/self/task``:
@@ -212,6 +215,8 @@ def summarise(rounds: list[dict[str, Any]], name: str) -> dict[str, float]:
         "feed_images_per_s": median("feed", "images_per_s"),
         "reader_images_per_s": median("reader", "images_per_s"),
         "feed_vs_reader": statistics.median(r["feed_vs_reader"] for r in mine),
+        "reader_read_images_per_s": median("reader-read", "images_per_s"),
+        "feed_vs_reader_read": statistics.median(r["feed_vs_reader_read"] for r in mine),
         "host_us_per_image": median("feed", "host_us_per_image"),
         "external_source_stage_us_per_image": median("feed", "external_source_stage_us_per_image"),
         "callback_us_per_image": median("feed", "callback_us_per_image"),
@@ -228,6 +233,8 @@ def print_tables(summary: dict[str, dict[str, float]], profiles: dict[str, Any])
         ("feed img/s", "feed_images_per_s", "{:.0f}"),
         ("reader img/s", "reader_images_per_s", "{:.0f}"),
         ("feed ÷ reader", "feed_vs_reader", "{:.2f}"),
+        ("reader-read img/s", "reader_read_images_per_s", "{:.0f}"),
+        ("feed ÷ reader-read", "feed_vs_reader_read", "{:.2f}"),
         ("host µs/img", "host_us_per_image", "{:.1f}"),
         ("external_source stage wall µs/img", "external_source_stage_us_per_image", "{:.1f}"),
         ("of which the callback", "callback_us_per_image", "{:.1f}"),
@@ -279,27 +286,35 @@ def main() -> None:
         options = spec.backend
         assert isinstance(options, DaliBackend)
         feed = FeedOnly(feed_spec(spec, options))
-        loaders[name] = {"feed": feed, "reader": ReaderOnly(spec, options)}
+        loaders[name] = {
+            "feed": feed,
+            "reader": ReaderOnly(spec, options),
+            "reader-read": ReaderOnly(spec, options, mmap=False),
+        }
     rounds: list[dict[str, Any]] = []
     for k in range(args.rounds):
-        for name, pair in loaders.items():
+        for name, group in loaders.items():
             row: dict[str, Any] = {"round": k + 1, "data": name}
-            for kind, loader in pair.items():
+            for kind, loader in group.items():
                 row[kind] = timed(loader, args.min_images, clocks)
             row["feed_vs_reader"] = row["feed"]["images_per_s"] / row["reader"]["images_per_s"]
+            feed_rate, read_rate = row["feed"]["images_per_s"], row["reader-read"]["images_per_s"]
+            row["feed_vs_reader_read"] = feed_rate / read_rate
             rounds.append(row)
             print(
                 f"round {k + 1} {name}: feed {row['feed']['images_per_s']:.0f} img/s, "
                 f"reader {row['reader']['images_per_s']:.0f}, x{row['feed_vs_reader']:.2f}; "
+                f"reader-read {row['reader-read']['images_per_s']:.0f}, "
+                f"x{row['feed_vs_reader_read']:.2f}; "
                 f"host {row['feed']['host_us_per_image']:.1f} us/img",
                 flush=True,
             )
     profiles = {
-        name: profiled(pair["feed"], args.min_images, clocks) for name, pair in loaders.items()
+        name: profiled(group["feed"], args.min_images, clocks) for name, group in loaders.items()
     }
-    for pair in loaders.values():
-        pair["feed"].close()
-        pair["reader"].close()
+    for group in loaders.values():
+        for loader in group.values():
+            loader.close()
     summary = {name: summarise(rounds, name) for name in datasets}
     report = {
         **environment(),

@@ -71,9 +71,13 @@ class FeedOnly(DaliLoader):
 
 class ReaderOnly:
     """DALI's ``fn.readers.file`` over ``spec``'s folder, this rank's shard, shuffled: each
-    ``iter()`` one epoch of (encoded files, labels), nothing decoded."""
+    ``iter()`` one epoch of (encoded files, labels), nothing decoded.
 
-    def __init__(self, spec: LoaderSpec, options: DaliBackend) -> None:
+    ``mmap``: DALI's default, the files mapped into memory (their pages read when first
+    touched: by ``peek_image_shape`` only the header's here, by a decoder all of them);
+    False: the files read into memory (``dont_use_mmap``), as the feed reads them."""
+
+    def __init__(self, spec: LoaderSpec, options: DaliBackend, *, mmap: bool = True) -> None:
         from nvidia.dali import fn, pipeline_def
 
         source = spec.source
@@ -91,6 +95,7 @@ class ReaderOnly:
                 num_shards=spec.sampling.world_size,
                 random_shuffle=True,
                 pad_last_batch=True,
+                dont_use_mmap=not mmap,
                 name=READER,
             )
             return fn.peek_image_shape(jpegs), labels
@@ -106,7 +111,9 @@ class ReaderOnly:
         self.pipe.build()
         meta = self.pipe.reader_meta(READER)
         self.size = -(-int(meta["epoch_size"]) // spec.sampling.world_size)
-        self.note = f"DALI's readers.file alone, {self.size} files per epoch"
+        self.note = f"DALI's readers.file alone, {self.size} files per epoch" + (
+            "" if mmap else ", read (dont_use_mmap)"
+        )
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         left = self.size
