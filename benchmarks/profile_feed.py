@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
 import statistics
 import subprocess
@@ -54,8 +53,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from profile_loader import thread_cpu  # beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
-TICKS = os.sysconf("SC_CLK_TCK")
 
 #: Profile sections: the first whose patterns one occurs in a function's "file:line(name)".
 SECTIONS = (
@@ -66,19 +66,6 @@ SECTIONS = (
     ("DALI preparing the columns", ("nvidia/dali", "nvidia.dali")),
 )
 REST = "the rest (feed bookkeeping, lists, arrays)"
-
-
-def thread_cpu() -> dict[int, tuple[str, float]]:
-    """Every thread of this process: native id -> (name, CPU seconds so far)."""
-    out = {}
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            comm = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(task.name)] = (comm, (int(fields[11]) + int(fields[12])) / TICKS)
-    return out
 
 
 def groups(before: dict[int, tuple[str, float]], process: float) -> dict[str, float]:

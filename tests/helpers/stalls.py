@@ -14,7 +14,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +74,15 @@ class Stall:
         """Let every reader blocked on the FIFO go (a writer comes and goes: end of file)."""
         with contextlib.suppress(OSError):  # ENXIO: no reader is waiting
             os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@contextlib.contextmanager
+def fifo_at(path: Path) -> Iterator[Path]:
+    """A FIFO no one writes to at ``path``: opening it for reading blocks until a writer
+    comes; at exit a writer comes and goes, so a reader left blocked in ``open`` returns."""
+    os.mkfifo(path)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(OSError):  # ENXIO: no reader is left waiting
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))

@@ -3,7 +3,6 @@ errors as every other reader, the read deadline kept, buffers reused only when g
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.stalls import fifo_at
 
 from dali_pipes.errors import DataError
 from dali_pipes.image import reads
@@ -34,12 +34,8 @@ def files(tmp_path: Path) -> list[str]:
 @pytest.fixture
 def fifo(tmp_path: Path) -> Iterator[Path]:
     """A FIFO no one writes to: opening it for reading blocks until a writer comes."""
-    path = tmp_path / "stalled.jpg"
-    os.mkfifo(path)
-    yield path
-    # Release the loop left blocked in open(): a writer comes and goes.
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    with fifo_at(tmp_path / "stalled.jpg") as path:
+        yield path
 
 
 def contents(paths: list[str]) -> list[bytes]:
