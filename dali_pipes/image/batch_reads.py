@@ -42,6 +42,9 @@ from dali_pipes.image.reads import stalled_read
 _jit = caching_jit()
 _PENDING, _OK, _FAILED = 0, 1, 2
 _SEEK_SET, _SEEK_END = 0, 2
+#: A size past which ``lseek`` is not a regular file's size (a directory's can be 2**63 - 1):
+#: such a path is read again the ordinary way, for its error.
+_MAX_SIZE = 1 << 36
 #: Bytes per file a batch's first buffer is sized for before any file was read.
 _FIRST_GUESS = 128 * 1024
 
@@ -146,7 +149,7 @@ def _read_files(
             state[k, 0] = _FAILED
             continue
         size = _lseek(fd, 0, _SEEK_END)
-        if size < 0 or _lseek(fd, 0, _SEEK_SET) != 0:
+        if size < 0 or size > _MAX_SIZE or _lseek(fd, 0, _SEEK_SET) != 0:
             _close(fd)
             state[k, 0] = _FAILED
             continue
