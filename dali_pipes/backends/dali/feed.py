@@ -246,8 +246,8 @@ class Feed:
         return Fed(read.images, self.labels[indices], (view,))
 
     def _sizes_out(self, n: int, out: tuple[int, int]) -> np.ndarray:
-        """The output size column, ``[n, 2]`` float32 (made once per batch length: DALI
-        copies what it is fed)."""
+        """The output size column, ``[n, 2]`` float32 (made once per batch length and
+        output size; nothing writes to a column handed to DALI)."""
         key = (n, out)
         if key not in self._out:
             self._out = {key: np.tile(np.asarray(out, dtype=np.float32), (n, 1))}
