@@ -60,10 +60,11 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Profile sections: the first whose patterns one occurs in a function's "file:line(name)".
 SECTIONS = (
     ("wait for the read-ahead reads", ("_thread.lock", "threading.py", "concurrent/futures")),
+    ("DALI preparing the columns", ("nvidia/dali/", "nvidia.dali")),
     ("header parsing", ("headers.py", "header_size", "sizes.py")),
-    ("bad-file checks, substitutes", ("_checked", "first_good", "substitutes.py", "bad")),
-    ("draws (Pipeline.draw)", ("keyed.py", "geometry.py", "crop.py", "pipeline.py", "ops/")),
-    ("DALI preparing the columns", ("nvidia/dali", "nvidia.dali")),
+    ("bad-file checks, substitutes", ("_checked", "first_good", "substitutes.py", "_bad")),
+    ("draws (Pipeline.draw)", ("dali_pipes/augment/",)),
+    ("the next epoch's plan (read ahead)", ("sampling.py", "randperm", "plan_epoch")),
 )
 REST = "the rest (feed bookkeeping, lists, arrays)"
 
