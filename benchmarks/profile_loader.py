@@ -110,12 +110,23 @@ def _patch_resize(sections: Sections) -> str | None:
     return _patch(sections, WindowResize, ("__call__",), "DALI thread: resize kernel")
 
 
+def _patch_reads(sections: Sections) -> str | None:
+    """The read threads' file reads: the compiled batch reader of local files (since issue
+    36), else the source's own reads (before)."""
+    try:
+        from dali_pipes.image.batch_reads import LocalReads
+    except ImportError:
+        from dali_pipes.data.sources import ImageSource
+
+        return _patch(sections, ImageSource, ("read",), "pool: file reads")
+    return _patch(sections, LocalReads, ("read",), "pool: file reads")
+
+
 def instrument(sections: Sections) -> dict[str, str | None]:
     """Wrap the DALI loader's feed, pipeline calls and hand-over (class-level patches);
     returns section -> what was patched."""
     from dali_pipes.augment.pipeline import Pipeline
     from dali_pipes.backends.dali import loader as dali
-    from dali_pipes.data.sources import ImageSource
 
     feed = getattr(dali, "Feed", None) or dali._Feed  # public since 41d6a2d
     patched = {
@@ -135,7 +146,8 @@ def instrument(sections: Sections) -> dict[str, str | None]:
         "feed: op parameter arrays": _patch(
             sections, Pipeline, ("feed",), "feed: op parameter arrays"
         ),
-        "pool: file reads": _patch(sections, ImageSource, ("read",), "pool: file reads"),
+        # local files: the compiled batch reader since issue 36; other sources: their reads
+        "pool: file reads": _patch_reads(sections),
         # DALI's executor thread, overlapped with the above (CPU graphs since e7909da)
         "DALI thread: resize kernel": _patch_resize(sections),
         "hand-over to torch": _patch(

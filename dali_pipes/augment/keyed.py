@@ -14,16 +14,40 @@ the sample, never by another op's outcome.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+# splitmix64's constants, made once: the draws run per batch on the thread that feeds DALI.
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: a bijective 64-bit hash with good avalanche."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@lru_cache(maxsize=256)
+def _epoch_key(seed: int, epoch: int) -> np.ndarray:
+    """The key of (seed, epoch), hashed once per pair."""
+    with np.errstate(over="ignore"):
+        key = _mix(np.array([seed], dtype=np.uint64) * _GOLDEN + np.uint64(1))
+        key = _mix(key ^ (np.array([epoch], dtype=np.uint64) * _GOLDEN + np.uint64(2)))
+    key.flags.writeable = False
+    return key
+
+
+@lru_cache(maxsize=256)
+def _counters(offset: int, n: int) -> np.ndarray:
+    """Counters ``offset + 1 .. offset + n``, each times the golden ratio."""
+    with np.errstate(over="ignore"):
+        counters = np.arange(offset + 1, offset + n + 1, dtype=np.uint64) * _GOLDEN
+    counters.flags.writeable = False
+    return counters
 
 
 def uniforms(seed: int, epoch: int, ids: np.ndarray, n: int, offset: int = 0) -> np.ndarray:
@@ -32,12 +56,10 @@ def uniforms(seed: int, epoch: int, ids: np.ndarray, n: int, offset: int = 0) ->
     ``offset`` skips the counters an earlier op of the pipeline owns.
     """
     with np.errstate(over="ignore"):
-        key = _mix(np.array([seed], dtype=np.uint64) * _GOLDEN + np.uint64(1))
-        key = _mix(key ^ (np.array([epoch], dtype=np.uint64) * _GOLDEN + np.uint64(2)))
+        key = _epoch_key(int(seed), int(epoch))
         per = _mix(key ^ (np.asarray(ids, dtype=np.uint64) * _GOLDEN))[:, None]
-        counters = np.arange(offset + 1, offset + n + 1, dtype=np.uint64)
-        bits = _mix(per + counters * _GOLDEN)
-    return (bits >> np.uint64(11)).astype(np.float64) * (2.0**-53)
+        bits = _mix(per + _counters(int(offset), int(n)))
+    return (bits >> _S11).astype(np.float64) * (2.0**-53)
 
 
 def normal(u1: np.ndarray, u2: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from dali_pipes.backends.compat import DataLoaderAttributes
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import Rejects
 from dali_pipes.data.policy import BadFiles, warn_drop
-from dali_pipes.data.sampling import StreamSampler, sampler_for
+from dali_pipes.data.sampling import RankSampler, StreamSampler, sampler_for
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
 
@@ -83,6 +83,15 @@ class EpochPlan:
     batches: list[np.ndarray]
     first: int = 0
     positions: list[np.ndarray] = field(default_factory=list)
+
+
+def plan_epoch(
+    sampler: RankSampler, epoch: int, batch_size: int, start: int = 0, first: int = 0
+) -> EpochPlan:
+    """``sampler``'s :class:`EpochPlan` of ``epoch`` after the first ``start`` samples of its
+    order (``first``: the epoch's batch number of the plan's first batch)."""
+    batches = sampler.batches(epoch, batch_size, start)
+    return EpochPlan(epoch, batches, first, sampler.batch_positions(batch_size, start))
 
 
 @dataclass
@@ -322,10 +331,9 @@ class Loader(DataLoaderAttributes, ABC):
         epoch, start, first = self._next_epoch, self._start, self._first
         self._next_epoch, self._start, self._first = epoch + 1, 0, 0
         self.bad.epoch_paths = set()
-        batches = self.rank_sampler.batches(epoch, self.spec.batch_size, start)
-        positions = self.rank_sampler.batch_positions(self.spec.batch_size, start)
-        self._run = _Progress(epoch, start, len(batches))
-        return EpochPlan(epoch, batches, first, positions)
+        plan = plan_epoch(self.rank_sampler, epoch, self.spec.batch_size, start, first)
+        self._run = _Progress(epoch, start, len(plan.batches))
+        return plan
 
     @abstractmethod
     def _epoch(self, plan: EpochPlan) -> Iterator[Batch]:

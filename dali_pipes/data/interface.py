@@ -152,8 +152,14 @@ class PackedShards(Protocol):
 @runtime_checkable
 class LocalFiles(Protocol):
     """A source whose every sample is a local file (an image folder's): what readers that
-    open files themselves need (``bench``'s ImageFolder baseline and decode ceiling, DALI's
-    own example pipeline, the peer loaders)."""
+    open files themselves need (the DALI feed's compiled batch reads, ``bench``'s
+    ImageFolder baseline and decode ceiling, DALI's own example pipeline, the peer
+    loaders), with the deadline such a read keeps (``data.read_timeout``; None: none)."""
+
+    @property
+    def read_timeout(self) -> float | None:
+        """Seconds a sample's read may take before it is a bad sample."""
+        ...
 
     def local_paths(self) -> tuple[str, ...] | None:
         """Each sample's path, in index order; None when the samples are not all local

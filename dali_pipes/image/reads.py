@@ -72,7 +72,9 @@ class _Job(Generic[T]):
             return list(self.results)
 
 
-def _stalled_read(path: str, timeout: float) -> DataError:
+def stalled_read(path: str, timeout: float) -> DataError:
+    """The error for a read of ``path`` past the deadline (counted: past :data:`MAX_STALLED`
+    in a process, raised as the file system not answering)."""
     global _stalled
     with _stalled_lock:
         _stalled += 1
@@ -106,5 +108,5 @@ def read_all(
             out.extend(job.abandon())
             stuck = time.monotonic() - job.started >= timeout  # not a read that just began
             if stuck and len(out) < len(paths):
-                out.append(_stalled_read(paths[len(out)], timeout))
+                out.append(stalled_read(paths[len(out)], timeout))
     return out

@@ -180,8 +180,9 @@ def _report(
 
 
 #: DALI loaders and their peer, DALI's own example pipeline on the same device: the
-#: ``vs_peer`` ratio is dali_pipes' framework tax (< 1) or gain (> 1).
-PEERS = {"dali-cpu": "dali-raw", "dali-gpu": "dali-raw-gpu"}
+#: ``vs_peer`` ratio is dali_pipes' framework tax (< 1) or gain (> 1); and the GPU graph's
+#: host side against the example's reader alone (``feed`` vs ``reader``).
+PEERS = {"dali-cpu": "dali-raw", "dali-gpu": "dali-raw-gpu", "feed": "reader"}
 
 COLUMNS = (
     ("loader", "name", "{}"),

@@ -124,6 +124,25 @@ class BenchRun:
             return Measurement(name, note="skipped: reads an image folder; the data is not one")
         return measure(paths)
 
+    def host_side(self, name: str) -> Measurement:
+        """The GPU path's host side alone (``feed``) or DALI's reader alone (``reader``):
+        no decoding, on any machine (:mod:`~dali_pipes.tools.host_side`)."""
+        from dali_pipes.tools.host_side import FeedOnly, ReaderOnly, feed_spec
+
+        options = self.backend("dali", "auto")
+        assert isinstance(options, DaliBackend)
+        loader: Any
+        if name == "feed":
+            loader = FeedOnly(feed_spec(self.spec, options))
+            note = "the GPU graph's feed alone: files read and every column fed, no decoding"
+        else:
+            loader = ReaderOnly(self.spec, options)
+            note = loader.note
+        with loader:
+            result = self.timed(name, lambda: loader)
+        result.note = note
+        return result
+
     def peer(self, name: str, build: Callable[[PeerTask], Any]) -> Measurement:
         """A peer loader (:mod:`~dali_pipes.tools.peers`) built by ``build`` on this run's
         task and DALI thread count; a peer that cannot run here is one line in its row."""
@@ -367,6 +386,16 @@ CANDIDATES: dict[str, Candidate] = {
             "DALI's own ResNet-50 example pipeline on dali-gpu's GPU",
             lambda r: r.example("dali-raw-gpu", local_gpu().index),
             gpu=True,
+        ),
+        Candidate(
+            "feed",
+            "the GPU graph's host side alone: planned files read, every column fed, no decode",
+            lambda r: r.host_side("feed"),
+        ),
+        Candidate(
+            "reader",
+            "DALI's readers.file alone over the same folder (the feed's yardstick)",
+            lambda r: r.host_side("reader"),
         ),
         Candidate(
             "spdl",

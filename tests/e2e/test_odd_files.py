@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,10 @@ import torch
 from conftest import write_jpeg
 from helpers.errors import folder_cfg, one_line
 from helpers.pngs import textured16, write_png16
+from helpers.stalls import Stall
 
 from dali_pipes import DataError, build_loader
 from dali_pipes.data.sources import discover_folder
-from dali_pipes.image import decode as decoding
 from dali_pipes.selfcheck.bounds import DALI_CPU_VS_TORCH, figures
 
 BACKENDS = ["dali", "torch"]
@@ -116,20 +115,15 @@ def test_a_fifo_named_like_an_image_is_skipped_and_reported_under_skip(
 
 @pytest.fixture
 def stalled(fifo_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A listed regular file whose read blocks until the test ends, as on a dead mount."""
+    """A listed regular file whose reads block until the test ends, as on a dead mount: a
+    FIFO no one writes to once the folder is listed (:mod:`helpers.stalls`), so that every
+    reader blocks, the compiled batch reader and the C library's alike."""
     path = fifo_tree / "b" / "1.jpg"
-    release = threading.Event()
-    read = decoding._read
-
-    def blocking(name: str) -> Any:
-        if name == str(path):
-            release.wait(60)
-        return read(name)
-
-    monkeypatch.setattr(decoding, "_read", blocking)
     os.unlink(fifo_tree / "a" / "x.jpg")
+    stall = Stall(path)
+    stall.install(monkeypatch.setattr)
     yield path
-    release.set()
+    stall.release()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,8 +187,9 @@ def test_a_run_preempted_on_2_ranks_finishes_its_epoch_on_3_reading_each_sample_
 
 
 def blocked_run(tree: Path, out: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
-    """A training run blocked in the read of one of ``tree``'s files (a dead mount), once it
-    says so."""
+    """A training run blocked in the read of one file of a copy of ``tree`` (a dead mount:
+    the probe makes it a FIFO once listed), once it says so."""
+    tree = Path(shutil.copytree(tree, out.with_name(out.name + "-data")))
     stuck = sorted(tree.rglob("*.jpg"))[3]
     proc = subprocess.Popen(
         [

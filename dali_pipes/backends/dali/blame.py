@@ -106,7 +106,7 @@ class Probe:
     def _build(self) -> Any:
         pipe = self.graph.define_decoder()
         pipe.build()
-        return pipe
+        return lifecycle.hold(pipe)
 
     def __call__(self, blob: np.ndarray, anchor: np.ndarray, shape: np.ndarray) -> str:
         """Why the decoder rejects this file ("" when it decodes it).
@@ -123,7 +123,9 @@ class Probe:
                 shape=[np.asarray(shape, dtype=np.float32)],
             )
         except Exception as exc:
-            built, self._pipe = self._pipe is not None, None
+            built = self._pipe is not None
+            lifecycle.let_go(self._pipe)
+            self._pipe = None
             kind = failure_kind(exc)
             if kind in ("memory", "device"):
                 exc.add_note(self.hint(kind))
@@ -135,6 +137,7 @@ class Probe:
 
     def close(self) -> None:
         """Release the probe's pipeline."""
+        lifecycle.let_go(self._pipe)
         self._pipe = None
 
     def orphan(self) -> None:

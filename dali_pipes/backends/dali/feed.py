@@ -6,25 +6,36 @@ DistributedSampler-equivalent one (:mod:`dali_pipes.data.sampling`) and the crop
 and op parameters come from :meth:`dali_pipes.augment.Pipeline.draw`, so ``set_epoch``,
 sharding and padding behave exactly as in the torch backend, and the two backends compute
 the same geometry and the same random parameters. Each image's size is read from its
-header first, so a file that is not an image is reported by path before DALI sees it. A
-packed dataset (``data=shards``) is read by DALI's webdataset reader in the same planned
-order (:mod:`dali_pipes.backends.dali.webdataset`).
+header (once per sample, :mod:`.sizes`), so a file that is not an image is reported by
+path before DALI sees it. A packed dataset (``data=shards``) is read by DALI's webdataset
+reader in the same planned order (:mod:`dali_pipes.backends.dali.webdataset`).
+
+The callback runs on the thread that schedules DALI's work, under the GIL, once per batch:
+on a GPU its time per image bounds the loader's speed. So it does per batch a handful of
+NumPy calls and no per-file work: the files are read ahead on read threads -- local files
+by a compiled loop that holds no GIL (:mod:`dali_pipes.image.batch_reads`), files in a
+bucket through the source's own reads -- and checked there; Python touches a file alone
+only when it is bad.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from dali_pipes.backends.base import BadFiles, EpochPlan
+from dali_pipes.backends.dali.columns import Fed, View
+from dali_pipes.backends.dali.read_ahead import ReadAhead
+from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.interface import images_of
+from dali_pipes.data.interface import LocalFiles, images_of
 from dali_pipes.errors import DataError
-from dali_pipes.image.decode import header_size
+from dali_pipes.image.batch_reads import LocalBatch, LocalReads
+from dali_pipes.image.decode import Blob
 
 
 class InFlight(NamedTuple):
@@ -34,13 +45,35 @@ class InFlight(NamedTuple):
     indices: np.ndarray  # the samples DALI was given (bad ones already substituted)
     anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
+    local: LocalBatch | None = None  # the buffers its local files were read into
+
+
+class Read(NamedTuple):
+    """One planned batch as read ahead and checked."""
+
+    blobs: list[Any]  # each file's bytes or why it is bad (read, header); the cache: pixels
+    sizes: np.ndarray  # [n, 2] height, width from the header (zero for a bad file)
+    bad: np.ndarray  # bool [n]: the read or the header check failed
+    local: LocalBatch | None  # the buffers of a local read, reused once DALI has the bytes
+    images: Any = None  # the images column as DALI takes it (None: a bad file to mend)
+
+
+def _dali_batch(blobs: list[Any]) -> Any:
+    """A local read's bytes as one DALI batch that shares their memory: made on a read
+    thread, so that handing them to DALI costs the feeding thread nothing per file (given
+    a list, DALI's ``external_source`` looks at each array in Python). Bytes read otherwise
+    (a bucket's, read-only) go to DALI as a list."""
+    from nvidia.dali.tensors import TensorListCPU
+
+    return TensorListCPU.from_dlpack_list(blobs)  # type: ignore[attr-defined]
 
 
 class Feed:
     """``external_source`` callback: returns the next batch of the current epoch's plan.
 
-    Files are read a few batches ahead on a thread pool; each one's header is checked
-    (format, size, pixel limit) before DALI sees it. Under ``on_error=skip`` a failing
+    Files are read a few batches ahead on a thread pool (:mod:`.read_ahead`); each one's
+    header is checked (format, size, pixel limit) before DALI sees it, once (:mod:`.sizes`).
+    Under ``on_error=skip`` a failing
     file is reported and its slot filled by a substitute (:mod:`dali_pipes.data.
     substitutes`); a file DALI's decoder rejects is reported by the loader's search and
     its batch fed again, with the substitute. Under ``drop`` it is left out of its batch,
@@ -63,41 +96,57 @@ class Feed:
         self.source = images_of(spec.source, "backend=dali decodes image files")
         self.stream = stream
         self.labels = spec.source.labels
-        self.read_ahead = read_ahead
         self.pipeline = spec.augment.pipeline(spec.train)
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
+        self.sizes = HeaderSizes(len(self.source), spec.max_pixels)
+        #: Local files are read by the compiled loop; others by the source (or shard stream).
+        local = self.source if stream is None and isinstance(self.source, LocalFiles) else None
+        self._paths = None if local is None else local.local_paths()
+        self._local = None
+        if local is not None and self._paths is not None:
+            self._local = LocalReads(local.read_timeout)
+        self._ahead = ReadAhead(self._read, read_ahead, threads)
         self._plan = EpochPlan(0, [])
         self._next = 0
-        self._reads: deque[Future[list[np.ndarray | DataError]]] = deque()
+        self._out: dict[tuple[int, tuple[int, int]], np.ndarray] = {}
         self.in_flight: deque[InFlight] = deque()  # batches handed to DALI, oldest first
 
-    def start(self, plan: EpochPlan, position: int = 0) -> None:
-        """Feed ``plan`` from batch ``position`` on."""
+    def start(
+        self, plan: EpochPlan, position: int = 0, following: Callable[[], EpochPlan] | None = None
+    ) -> None:
+        """Feed ``plan`` from batch ``position`` on; ``following``: the plan of the epoch
+        expected next, whose first files are read as this one ends (not for a shard
+        stream, which reads in order)."""
         self.stop()
         self._plan, self._next = plan, position
         if self.stream is not None:
             self.stream.start(plan, position, self.spec.batch_size)
-        for k in range(position, min(position + self.read_ahead, len(plan.batches))):
-            self._reads.append(self._submit(plan.batches[k]))
+            following = None
+        self._ahead.start(plan, position, following)
 
     def stop(self) -> None:
         """Forget the rest of the plan: the next call ends the epoch."""
-        for fut in self._reads:
-            fut.cancel()
-        for fut in self._reads:  # a read already running finishes before the plan changes
-            if not fut.cancelled():
-                fut.exception()
-        self._reads.clear()
+        self._ahead.stop()
         self._plan = EpochPlan(0, [])
         self._next = 0
+        # Not recycled: DALI may still read the bytes of batches it has not delivered.
         self.in_flight.clear()
 
-    def _submit(self, batch: np.ndarray) -> Future[list[np.ndarray | DataError]]:
-        read = self.stream.read if self.stream is not None else self.source.read
-        return self._pool.submit(read, batch)
+    def _read(self, batch: np.ndarray) -> Read:
+        """Read and check one planned batch (on a read thread)."""
+        local = None
+        if self._local is not None and self._paths is not None:
+            paths = self._paths
+            local = self._local.read([paths[i] for i in batch.tolist()])
+            blobs = local.blobs
+        else:
+            blobs = (self.stream or self.source).read(batch)
+        sizes, bad = self.sizes.check(batch, blobs, self.source.name)
+        if bad.any():
+            return Read(blobs, sizes, bad, local)
+        return Read(blobs, sizes, bad, local, blobs if local is None else _dali_batch(blobs))
 
-    def _next_batch(self) -> tuple[int, np.ndarray, list[np.ndarray], np.ndarray]:
-        """The next plan batch with its good files: position, indices, bytes, sizes.
+    def _next_batch(self) -> tuple[int, np.ndarray, Read]:
+        """The next plan batch with its good files: position, indices, and their read.
 
         A bad file (its read or header failed, or DALI's decoder rejected it earlier) is
         replaced by its substitute under ``on_error=skip`` and left out under ``drop``.
@@ -105,67 +154,110 @@ class Feed:
         batches = self._plan.batches
         while self._next < len(batches):
             position, batch = self._next, batches[self._next]
-            blobs = self._reads.popleft().result()
-            if position + self.read_ahead < len(batches):
-                self._reads.append(self._submit(batches[position + self.read_ahead]))
+            read = self._ahead.take(position)
             self._next += 1
-            keep, kept, sizes = [], [], []
-            slots = self._plan.positions[position]
-            for i, blob, slot in zip(batch, blobs, slots, strict=True):
-                filled = self.policy.fill(
-                    int(i),
-                    self._checked(int(i), blob),
-                    (self._plan.epoch, int(slot), len(self.source)),
-                    lambda j: self._checked(j, self.source.read([j])[0]),
-                    self.source.name,
-                )
-                if filled is not None:
-                    keep.append(filled[0])
-                    kept.append(filled[1][0])
-                    sizes.append(filled[1][1])
-            if keep:
-                return position, np.asarray(keep), kept, np.asarray(sizes)
+            bad = read.bad | self._known_bad(batch)
+            if not bad.any():
+                return position, batch, read
+            indices, blobs, sizes = self._mend(position, batch, read, bad)
+            if len(indices):
+                return position, indices, read._replace(images=blobs, sizes=sizes)
+            self._recycle(read.local)  # nothing of it goes to DALI
         raise StopIteration
 
-    def _checked(
-        self, index: int, blob: np.ndarray | DataError
-    ) -> tuple[np.ndarray, tuple[int, int]] | None:
-        """(bytes, size from the header) of a good file; None for a bad one (reported),
-        which raises unless ``on_error`` is ``skip`` or ``drop``."""
+    def delivered(self) -> int:
+        """DALI delivered its oldest batch in flight: forget it (its bytes are consumed and
+        its buffers read into again); its plan position."""
+        batch = self.in_flight.popleft()
+        self._recycle(batch.local)
+        return batch.position
+
+    def _recycle(self, batch: LocalBatch | None) -> None:
+        if batch is not None and self._local is not None:
+            self._local.recycle(batch)
+
+    def _known_bad(self, batch: np.ndarray) -> np.ndarray:
+        """Which of ``batch`` were found bad before (maybe inside DALI)."""
+        reasons, name = self.bad.reasons, self.source.name
+        if not reasons:
+            return np.zeros(len(batch), bool)
+        return np.fromiter((name(i) in reasons for i in batch.tolist()), bool, len(batch))
+
+    def _mend(
+        self, position: int, batch: np.ndarray, read: Read, bad: np.ndarray
+    ) -> tuple[np.ndarray, list[Any], np.ndarray]:
+        """``batch`` with each bad file reported (raised unless ``on_error`` tolerates it)
+        and replaced by its substitute (``skip``) or left out (``drop``)."""
+        keep, blobs, sizes = [], [], []
+        slots = self._plan.positions[position]
+        for p, i in enumerate(batch.tolist()):
+            found: tuple[Blob, np.ndarray] | None = (read.blobs[p], read.sizes[p])
+            if bad[p]:
+                self._report(i, read.blobs[p])
+                found = None
+            filled = self.policy.fill(
+                i,
+                found,
+                (self._plan.epoch, int(slots[p]), len(self.source)),
+                self._substitute,
+                self.source.name,
+            )
+            if filled is not None:
+                keep.append(filled[0])
+                blobs.append(filled[1][0])
+                sizes.append(filled[1][1])
+        return np.asarray(keep, np.int64), blobs, np.asarray(sizes, np.int64).reshape(-1, 2)
+
+    def _report(self, index: int, blob: Blob | None) -> None:
+        """Sample ``index`` is bad: counted again when it was found before, else reported
+        (``blob``: why), which raises unless ``on_error`` is ``skip`` or ``drop``."""
         path = self.source.name(index)
         if path in self.bad:  # failed earlier, maybe inside DALI
             self.bad.add(path, self.bad.reasons[path])
-            return None
-        size = self.policy.attempt(
-            path, lambda: header_size(blob, path, self.spec.max_pixels), self.bad.add
-        )
-        if size is None:
-            return None
-        assert not isinstance(blob, DataError)  # header_size raised the read error
-        return blob, size
+            return
+        assert isinstance(blob, DataError)  # the read or the header check failed
+        self.policy.judge(path, blob, self.bad.add)
 
-    def __call__(self) -> tuple[Any, ...]:
-        position, indices, blobs, sizes = self._next_batch()
+    def _substitute(self, index: int) -> tuple[Blob, np.ndarray] | None:
+        """A substitute's bytes and size; None when it is bad too (reported)."""
+        if self.source.name(index) in self.bad:
+            self._report(index, None)
+            return None
+        blobs = self.source.read([index])
+        sizes, bad = self.sizes.check(np.array([index]), blobs, self.source.name)
+        if bad[0]:
+            self._report(index, blobs[0])
+            return None
+        return blobs[0], sizes[0]
+
+    def batch(self) -> Fed:
+        """The next batch's columns by name (:mod:`.columns`)."""
+        position, indices, read = self._next_batch()
         ids = self.source.identity(indices)
-        draw = self.pipeline.draw(sizes, ids, self.spec.sampling.seed, self._plan.epoch)
+        draw = self.pipeline.draw(read.sizes, ids, self.spec.sampling.seed, self._plan.epoch)
         g = draw.geometry
         roi_start, roi_end = g.roi()
         anchor, shape = g.decode_window()
-        self.in_flight.append(InFlight(position, indices, anchor, shape))
-        return (
-            blobs,
-            self.labels[indices],
-            anchor,
-            shape,
-            roi_start,
-            roi_end,
-            np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1)),
-            *self.pipeline.feed(draw),
-        )
+        self.in_flight.append(InFlight(position, indices, anchor, shape, read.local))
+        out = self._sizes_out(len(indices), g.out)
+        view = View(anchor, shape, roi_start, roi_end, out, tuple(self.pipeline.feed(draw)))
+        return Fed(read.images, self.labels[indices], (view,))
+
+    def _sizes_out(self, n: int, out: tuple[int, int]) -> np.ndarray:
+        """The output size column, ``[n, 2]`` float32 (made once per batch length and
+        output size; nothing writes to a column handed to DALI)."""
+        key = (n, out)
+        if key not in self._out:
+            self._out = {key: np.tile(np.asarray(out, dtype=np.float32), (n, 1))}
+        return self._out[key]
+
+    def __call__(self) -> tuple[Any, ...]:
+        """The next batch's columns in feed order (DALI's ``external_source`` callback)."""
+        return self.batch().flat()
 
     def close(self) -> None:
         """Stop feeding and the reader threads (and a packed dataset's reader)."""
         self.stop()
         if self.stream is not None:
             self.stream.stop()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._ahead.close()

@@ -22,6 +22,7 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import torch
 
+from dali_pipes.backends.dali.columns import Fed, FedColumns
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.errors import DaliPipesError
 
@@ -112,27 +113,6 @@ class GraphDevices:
         return "the CPU graph"
 
 
-def _dali_types() -> dict[str, Any]:
-    from nvidia.dali import types
-
-    return {
-        "bool": types.BOOL,
-        "uint8": types.UINT8,
-        "int32": types.INT32,
-        "int64": types.INT64,
-        "float32": types.FLOAT,
-        "float64": types.FLOAT64,
-    }
-
-
-def param_types(dtypes: list[str]) -> list[Any]:
-    """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
-    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
-    from nvidia.dali import types
-
-    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
-
-
 def window(images: Any, anchor: Any, shape: Any, fill: tuple[int, int, int] | None = None) -> Any:
     """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
     images: after a whole-image decode, and of the cached images. With ``fill`` a window
@@ -161,10 +141,25 @@ def never_called() -> NoReturn:
 class GraphInputs(Protocol):
     """Where a graph's images and fed parameters come from."""
 
-    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """(each crop window's uint8 HWC pixels, [label, resize ROI start, end, output
-        size, *the ops' parameters]) as DataNodes."""
+    def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
+        """(each crop window's uint8 HWC pixels, the fed columns) as DataNodes."""
         ...
+
+
+def fed_nodes(source: Callable[[], Any], columns: FedColumns) -> Fed:
+    """The feed's columns as DataNodes: one ``external_source`` calling ``source`` for a
+    batch's flat columns (:meth:`Fed.flat`).
+
+    DALI takes them without a copy (``no_copy``): it keeps a reference to each array until
+    it has consumed it, and the feed changes no array it handed over (the buffers of local
+    reads are read into again only once DALI delivered their batch: :meth:`Feed.delivered`)."""
+    from nvidia.dali import fn
+
+    types = columns.dali_types()
+    nodes = fn.external_source(
+        source=source, num_outputs=len(types), batch=True, dtype=types, no_copy=True
+    )
+    return columns.unflatten(nodes)
 
 
 @dataclass(frozen=True)
@@ -174,17 +169,11 @@ class EncodedFiles:
 
     source: Callable[[], Any] = never_called
 
-    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """The feed's encoded files, each decoded to its crop window, and the fed parameters."""
-        from nvidia.dali import fn, types
-
-        encoded, labels, anchor, shape, *params = fn.external_source(
-            source=self.source,
-            num_outputs=7 + len(dtypes),
-            batch=True,
-            dtype=[types.UINT8, *param_types(dtypes)],
-        )
-        return graph.decode(encoded, anchor, shape), [labels, *params]
+    def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
+        """The feed's encoded files, each decoded to its crop window, and the fed columns."""
+        fed = fed_nodes(self.source, columns)
+        view = fed.views[0]
+        return graph.decode(fed.images, view.anchor, view.shape), fed
 
 
 @dataclass(frozen=True)
@@ -197,12 +186,13 @@ class CachedPixels:
     pixels: Callable[[], Any] = never_called
     cuda_stream: Any = None
 
-    def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """The cached images' crop windows and the fed parameters."""
+    def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
+        """The cached images' crop windows and the fed columns."""
         from nvidia.dali import fn, types
 
-        labels, anchor, shape, *params = fn.external_source(
-            source=self.params, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
+        kinds = columns.dali_types(images=False)
+        params = fn.external_source(
+            source=self.params, num_outputs=len(kinds), batch=True, dtype=kinds
         )
         images = fn.external_source(
             source=self.pixels,
@@ -213,7 +203,9 @@ class CachedPixels:
             device=graph.devices.operators,
             cuda_stream=self.cuda_stream,
         )
-        return window(images, anchor, shape, graph.pad_fill), [labels, *params]
+        fed = columns.unflatten(params, images=images)
+        view = fed.views[0]
+        return window(images, view.anchor, view.shape, graph.pad_fill), fed
 
 
 @dataclass(frozen=True)
@@ -266,14 +258,17 @@ class DaliGraph:
         from nvidia.dali import pipeline_def
 
         pipeline = self.spec.augment.pipeline(self.spec.train)
-        dtypes = list(pipeline.feed_dtypes)
         # Conditionals: ops that choose per sample (a probability, RandAugment's operation
         # in the GPU realisation) from the fed parameters with DALI `if` branches. DALI's
         # AutoGraph then rewrites the graph function and what it calls (so nothing but
         # graph code runs inside it); that costs time at every build, so only when an op
         # needs it.
         conditionals = pipeline.needs_conditionals(self.devices.gpu_graph)
-        graph = pipeline_def(partial(self._graph, inputs, dtypes), enable_conditionals=conditionals)
+        # The columns are named here, outside the graph function AutoGraph converts.
+        columns = FedColumns.of(pipeline)
+        graph = pipeline_def(
+            partial(self._graph, inputs, columns), enable_conditionals=conditionals
+        )
         return graph(
             batch_size=self.spec.batch_size,
             num_threads=self.num_threads,
@@ -368,16 +363,21 @@ class DaliGraph:
             interp_type=types.INTERP_LINEAR,
         )
 
-    def _graph(self, inputs: GraphInputs, dtypes: list[str]) -> tuple[Any, Any]:
+    def _graph(self, inputs: GraphInputs, columns: FedColumns) -> tuple[Any, Any]:
         """inputs (the crop windows) -> resize -> ops -> normalise."""
         from nvidia.dali import fn, types
 
         devices = self.devices
         aug = self.spec.augment
         pipeline = aug.pipeline(self.spec.train)
-        images, (labels, roi_start, roi_end, out, *fed) = inputs.nodes(self, dtypes)
-        images = self._resize(images, roi_start, roi_end, out)
-        images, mirror = pipeline.dali(images, fed, gpu=devices.on_gpu, twin=devices.is_twin)
+        images, fed = inputs.nodes(self, columns)
+        # Indexing, not unpacking: DALI's AutoGraph converts this code.
+        view = fed.views[0]
+        labels = fed.labels
+        images = self._resize(images, view.roi_start, view.roi_end, view.out)
+        images, mirror = pipeline.dali(
+            images, view.params, gpu=devices.on_gpu, twin=devices.is_twin
+        )
         if devices.copies_to_gpu:
             # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
             # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the

@@ -32,6 +32,8 @@ _exit_hook = False
 # and released on a thread of the program's own: at the next build, close or exit.
 _orphans: list[Any] = []
 _orphans_lock = threading.Lock()
+# Built pipelines of live loaders, by id (:func:`hold`): never the collector's to finalise.
+_held: dict[int, Any] = {}
 
 
 def release_orphans() -> None:
@@ -78,7 +80,30 @@ def closed(loader: Closing) -> None:
     _open_loaders.discard(loader)
 
 
+def hold(pipe: Any) -> Any:
+    """Hold ``pipe`` (a built pipeline) here until its owner lets it go; returns it.
+
+    A loader dropped without ``close()`` is cyclic garbage, and a pipeline held only by its
+    loader would be too: the collector then calls the pipeline's own finaliser wherever
+    it runs -- on one of DALI's threads, a shutdown that joins the very thread it runs on
+    ("Resource deadlock avoided"), after which destroying the pipeline hangs. Held here
+    the pipeline is never garbage; its loader lets it go on a safe thread (:func:`let_go`)
+    or orphans it (:func:`orphan`)."""
+    with _orphans_lock:
+        _held[id(pipe)] = pipe
+    return pipe
+
+
+def let_go(pipe: Any) -> None:
+    """Stop holding ``pipe`` (on a thread that may destroy it): it is freed with its
+    owner's last reference (None: nothing to do)."""
+    if pipe is not None:
+        with _orphans_lock:
+            _held.pop(id(pipe), None)
+
+
 def orphan(pipe: Any) -> None:
     """Keep ``pipe`` for a safe thread to destroy (:func:`release_orphans`)."""
     with _orphans_lock:
+        _held.pop(id(pipe), None)
         _orphans.append(pipe)

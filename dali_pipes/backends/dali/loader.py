@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
+from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices, plan_epoch
 from dali_pipes.backends.dali import lifecycle
 from dali_pipes.backends.dali.blame import BadFileSearch, Probe
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
@@ -143,7 +143,7 @@ class DaliLoader(Loader):
         pipe = self._define()
         pipe.build()
         lifecycle.opened(self)
-        return pipe
+        return lifecycle.hold(pipe)
 
     # ----------------------------------------------------------------- epochs
 
@@ -165,7 +165,8 @@ class DaliLoader(Loader):
                 if self._pipe is None:
                     self._pipe = self._build()
                 pipe = self._pipe
-                self._feed.start(plan, position)
+                following = partial(plan_epoch, self.rank_sampler, plan.epoch + 1, self.batch_size)
+                self._feed.start(plan, position, following)
                 pipe.schedule_run()
                 while True:
                     try:
@@ -173,9 +174,9 @@ class DaliLoader(Loader):
                     except StopIteration:
                         finished = True
                         return
-                    batch = to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
+                    batch = self._handover(outputs)
                     outputs = None
-                    position = self._feed.in_flight.popleft().position + 1
+                    position = self._feed.delivered() + 1
                     pipe.release_outputs()
                     pipe.schedule_run()
                     yield batch
@@ -183,6 +184,7 @@ class DaliLoader(Loader):
                 raise
             except Exception as exc:
                 # A pipeline does not recover from an error: it is rebuilt for what follows.
+                lifecycle.let_go(self._pipe)
                 self._pipe = None
                 kind = failure_kind(exc)
                 suspects = list(self._feed.in_flight)
@@ -194,6 +196,7 @@ class DaliLoader(Loader):
                 # Kept without its traceback, which holds the failed pipeline's memory.
                 failure = exc.with_traceback(None)
             except BaseException:
+                lifecycle.let_go(self._pipe)
                 self._pipe = None
                 raise
             finally:
@@ -251,6 +254,10 @@ class DaliLoader(Loader):
             pipe.release_outputs()
             pipe.schedule_run()
 
+    def _handover(self, outputs: Any) -> Batch:
+        """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`)."""
+        return to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
+
     def _image_source(self) -> Source:
         return images_of(self.spec.source, "backend=dali decodes image files")
 
@@ -266,6 +273,7 @@ class DaliLoader(Loader):
 
     def close_at_exit(self) -> None:
         """The process is ending: close without draining (nothing follows this epoch)."""
+        lifecycle.let_go(self._pipe)
         self._pipe = None
         self.close()
 
@@ -274,6 +282,7 @@ class DaliLoader(Loader):
             self._active.close()
             self._active = None
         self._feed.close()
+        lifecycle.let_go(self._pipe)
         self._pipe = None
         self._probe.close()
         if self._resize is not None:
@@ -284,13 +293,17 @@ class DaliLoader(Loader):
     def __del__(self) -> None:
         """Collected without :meth:`close` on a thread that did not build the pipeline
         (see :mod:`.lifecycle`): the pipeline is kept for a safe thread to release."""
-        if threading.get_ident() == getattr(self, "_owner", None):
-            return
         pipe = getattr(self, "_pipe", None)
+        probe = getattr(self, "_probe", None)
+        if threading.get_ident() == getattr(self, "_owner", None):
+            # A safe thread: the pipelines go with this loader (no longer held apart).
+            lifecycle.let_go(pipe)
+            if probe is not None:
+                probe.close()
+            return
         if pipe is not None:
             lifecycle.orphan(pipe)
             self._pipe = None
-        probe = getattr(self, "_probe", None)
         if probe is not None:
             probe.orphan()
 

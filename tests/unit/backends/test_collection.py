@@ -1,5 +1,6 @@
 """A DALI loader left mid-epoch and collected by the garbage collector on one of DALI's own
-threads neither drains nor destroys its pipeline there.
+threads neither drains nor destroys its pipeline there (nor lets the collector finalise
+the pipeline there: :func:`dali_pipes.backends.dali.lifecycle.hold`).
 
 The DALI CPU graph runs Python on DALI's threads (the resize's ``python_function``), so a
 garbage collection can start there and finalise a loader that was dropped without
@@ -69,3 +70,6 @@ def test_a_loader_collected_on_a_dali_thread_does_not_deadlock(tmp_path: Path) -
     assert "callback returned" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "next loader ran 13" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode == 0, done.stderr[-3000:]
+    # The dropped loader's pipeline is not finalised on DALI's thread (a shutdown joining
+    # the thread it runs on), which left it impossible to destroy later.
+    assert "Resource deadlock avoided" not in done.stderr, done.stderr[-3000:]

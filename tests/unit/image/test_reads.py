@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.stalls import fifo_at
 
 from dali_pipes.errors import DataError
 from dali_pipes.image import reads
@@ -18,13 +17,8 @@ from dali_pipes.image.decode import read_files
 @pytest.fixture
 def fifo(tmp_path: Path) -> Iterator[Path]:
     """A FIFO no one writes to: opening it for reading blocks until a writer comes."""
-    path = tmp_path / "stalled.jpg"
-    os.mkfifo(path)
-    yield path
-    # Release the reader thread left blocked in open(): a writer comes and goes (OSError:
-    # no reader is left waiting).
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    with fifo_at(tmp_path / "stalled.jpg") as path:
+        yield path
 
 
 def test_a_read_that_never_returns_is_a_bad_file_named_with_the_deadline(
