@@ -3,15 +3,18 @@
 Wall-clock ``--durations`` on a busy machine say more about the neighbours than about the
 test; CPU seconds (user + system, of the test process and of every subprocess it waited
 for, torchrun's ranks included) change little with the load, so they are the figure to
-compare before and after a change to a test. Enable it with ``-p helpers.cputime``::
+compare before and after a change to a test. Enable it from the repository root with
+``-p tests.helpers.cputime`` (plugins load before ``tests/`` is on the path)::
 
-    .venv/bin/python -m pytest -p helpers.cputime -p no:xdist tests/e2e/test_train.py
+    .venv/bin/python -m pytest -p tests.helpers.cputime -p no:xdist tests/e2e/test_train.py
+    make test ARGS="-p tests.helpers.cputime --cpu-top=40 --cpu-json=cpu.jsonl"
 
 and it prints the slowest tests by CPU time at the end (``--cpu-top=N``, default 25), and
 appends each test's figures to ``--cpu-json=PATH`` as it ends (JSON lines: a run stopped
 half-way still leaves what it measured). Under pytest-xdist each
 worker measures its own tests, and the figures reach the controlling process with the
-reports. A session fixture's setup is charged to the first test that needs it.
+reports. A session fixture's setup is charged to the first test that needs it (a fixture of
+:mod:`helpers.shared` to the first test of the whole run that needs it).
 """
 
 from __future__ import annotations
