@@ -11,7 +11,8 @@ PEERS_STAMP := $(VENV)/.peers-stamp
 PEER_DEBS := libavutil57 libavcodec59 libavformat59 libavfilter8 libswscale6 \
 	libswresample4 libavdevice59 pkg-config libturbojpeg0-dev libopencv-dev
 
-.PHONY: setup train test lint gpu-test docs docs-serve browser clean peer-libs peers bench-peers
+.PHONY: setup train test test-quick test-cold lint gpu-test docs docs-serve browser clean peer-libs \
+	peers bench-peers
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -52,15 +53,36 @@ lint: $(STAMP)
 # handed out one at a time (--maxschedchunk=1), so the slow-marked ones, which run first,
 # are shared by both workers: xdist's default first hand-out gives each worker a quarter
 # of its share in one contiguous block, which put every slow test on the first worker.
-# mypy (25 s on a clean clone, no cache yet) runs beside the tests, in their idle moments;
+# What several tests need and costs a training run or a build (a torchrun reference run,
+# a preempted run, the wheel) is made once per run for both workers (tests/helpers/shared.py).
+# mypy (30 s on a clean clone, no cache yet) runs beside the tests, in their idle moments;
 # its report follows theirs, and either failing fails the target.
+define pytest_beside_mypy
+	@report=$$(mktemp); $(BIN)/mypy > $$report 2>&1 & typing=$$!; \
+	$(BIN)/python -m pytest -n auto --maxschedchunk=1 $(1) $(ARGS); tests=$$?; \
+	wait $$typing; typed=$$?; echo "mypy:"; cat $$report; rm -f $$report; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+endef
+
 test: $(STAMP) $(PEERS_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@report=$$(mktemp); $(BIN)/mypy > $$report 2>&1 & typing=$$!; \
-	$(BIN)/python -m pytest -n auto --maxschedchunk=1 --durations=15 $(ARGS); tests=$$?; \
-	wait $$typing; typed=$$?; echo "mypy:"; cat $$report; rm -f $$report; \
-	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
+	$(call pytest_beside_mypy,--durations=15)
+
+# The edit-test loop: lint, mypy and the unit, contract and parity tests that are not
+# marked slow (no end-to-end run, no torchrun, no browser; the peers extra and chromium
+# are not needed, their tests skip without them). `make test` before pushing runs it all.
+QUICK := tests/unit tests/contract tests/parity -m "not slow"
+test-quick: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(call pytest_beside_mypy,$(QUICK))
+
+# `make test` as a new user runs it: a fresh clone of this checkout's HEAD in a temporary
+# folder, `make train` there, then `make test` timed (benchmarks/cold_make_test.sh says
+# what is and is not reused). Run it on a quiet machine; it prints the figures to record.
+test-cold:
+	bash benchmarks/cold_make_test.sh $(ARGS)
 
 # The documentation site (mkdocs.yml, docs/): built strictly (a broken link or anchor, a
 # docstring mkdocstrings cannot read, fails), offline. tests/e2e/test_docs_site.py builds

@@ -14,6 +14,10 @@ from torchvision.io import encode_jpeg
 
 from dali_pipes.selfcheck import PHOTOS as SHIPPED_PHOTOS
 
+#: Fixtures for expensive things made once per test run and shared by every xdist worker
+#: (a wheel, torchrun training runs): tests/helpers/shared.py.
+pytest_plugins = ["helpers.shared"]
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 SHARED = REPO.parent / "shared" / "data"

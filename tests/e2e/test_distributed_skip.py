@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORNER, REPO
+from helpers.once import made_once
 
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import decode_bytes, read_file
@@ -23,13 +24,9 @@ PHOTO_CLASSES = 3
 CORNER_PER_FOLDER = 2
 
 
-@pytest.fixture
-def mixed_photos(real_photos: Path, tmp_path: Path) -> Path:
+def mix(real_photos: Path, root: Path) -> Path:
     """The first classes of the real photos with the first files of every corner/ folder
-    mixed in among them (round robin over the classes)."""
-    if not CORNER.is_dir():
-        pytest.skip(f"corner-case files not found at {CORNER}")
-    root = tmp_path / "mixed"
+    mixed in among them (round robin over the classes), in ``root``."""
     classes = sorted(p for p in real_photos.iterdir() if p.is_dir())[:PHOTO_CLASSES]
     for folder in classes:
         shutil.copytree(folder, root / folder.name)
@@ -43,6 +40,34 @@ def mixed_photos(real_photos: Path, tmp_path: Path) -> Path:
     for k, path in enumerate(corner):
         shutil.copy(path, root / classes[k % len(classes)].name / f"m{k:03d}_{path.name}")
     return root
+
+
+@pytest.fixture(scope="session")
+def skip_under_torchrun(
+    real_photos: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The mixed folder, and what each of 2 torchrun ranks saw training over it with each
+    backend in turn, in one launch (tests/probes/skip_probe.py): ``<backend>/rank<r>.json``.
+    Made once per test run (helpers/once.py); read-only."""
+    if not CORNER.is_dir():
+        pytest.skip(f"corner-case files not found at {CORNER}")
+
+    def make(folder: Path) -> None:
+        mixed = mix(real_photos, folder / "mixed")
+        out = folder / "out"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+        probe = str(REPO / "tests" / "probes" / "skip_probe.py")
+        done = subprocess.run(
+            [*cmd, probe, str(mixed), str(out), "dali", "torch"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    folder, _ = made_once(tmp_path_factory, "skip-under-torchrun", make)
+    return folder / "mixed", folder / "out"
 
 
 def undecodable(root: Path) -> set[str]:
@@ -59,20 +84,10 @@ def undecodable(root: Path) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["dali", "torch"])
 def test_two_ranks_with_bad_files_under_skip_stay_in_step_and_report_every_bad_file(
-    mixed_photos: Path, tmp_path: Path, backend: str
+    skip_under_torchrun: tuple[Path, Path], backend: str
 ) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    probe = str(REPO / "tests" / "probes" / "skip_probe.py")
-    done = subprocess.run(
-        [*cmd, probe, str(mixed_photos), str(out), backend],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    mixed_photos, out = skip_under_torchrun
+    out = out / backend
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     files = sum(1 for _ in mixed_photos.rglob("*.jp*g"))
     per_rank = (files + 1) // 2  # DistributedSampler's share, padded

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -36,28 +34,6 @@ def test_pyproject_lists_every_directory_of_the_package() -> None:
     for module in _source_files(PACKAGE, "*.py"):
         parts = module.parent.relative_to(ROOT).parts
         assert ".".join(parts) in packages, f"{module.parent.name}/ is not in {sorted(packages)}"
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # Built from a clean copy: a build/ directory left in the checkout can hold modules the
-    # current settings would leave out, and would hide exactly the bug this looks for.
-    tmp_path = tmp_path_factory.mktemp("wheel")
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    for top in (PACKAGE, CONF):
-        shutil.copytree(top, src / top.name, ignore=shutil.ignore_patterns("__pycache__"))
-    dist = tmp_path / "dist"
-    build = subprocess.run(
-        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-q", str(src), "-w", str(dist)],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stdout + build.stderr
-    (built,) = dist.glob("dali_pipes-*.whl")
-    return built
 
 
 def test_the_wheel_holds_every_module_config_and_shipped_photo(wheel: Path) -> None:
@@ -84,11 +60,12 @@ def test_selfcheck_from_the_wheel_in_a_fresh_venv_passes_and_says_the_gpu_half_d
     wheel: Path, tmp_path: Path
 ) -> None:
     """The wheel installed without the repository: a new virtual environment gets the
-    wheel alone (``--no-deps``); its dependencies are this environment's, made visible
-    through a ``.pth`` file rather than downloaded again (torch alone is gigabytes). It
-    runs from a folder outside the checkout, so nothing of the repository is importable."""
+    wheel alone (``--no-deps``, by this environment's pip: the new one needs none of its
+    own); its dependencies are this environment's, made visible through a ``.pth`` file
+    rather than downloaded again (torch alone is gigabytes). It runs from a folder outside
+    the checkout, so nothing of the repository is importable."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -96,18 +73,20 @@ def test_selfcheck_from_the_wheel_in_a_fresh_venv_passes_and_says_the_gpu_half_d
         text=True,
         check=True,
     ).stdout.strip()
-    deps = sysconfig.get_paths()["purelib"]
-    (Path(site) / "_dali_pipes_test_deps.pth").write_text(deps + "\n")
+    # Every site-packages folder this environment sees (one, in a plain venv), not only its
+    # own: a .pth file in a folder named by another .pth is not read.
+    deps = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    (Path(site) / "_dali_pipes_test_deps.pth").write_text("".join(f"{p}\n" for p in deps))
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [*PIP, "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
         capture_output=True,
         text=True,
     )
     assert install.returncode == 0, install.stdout + install.stderr
     where = tmp_path / "elsewhere"
     where.mkdir()
-    found = subprocess.run(
-        [str(python), "-c", "import dali_pipes; print(dali_pipes.__file__)"],
+    found = subprocess.run(  # where `import dali_pipes` finds it, without running it
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('dali_pipes').origin)"],
         capture_output=True,
         text=True,
         cwd=where,

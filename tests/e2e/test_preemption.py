@@ -3,7 +3,6 @@ is written, and resuming gives exactly the run that was never interrupted."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
@@ -16,14 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO, TESTS
+from helpers.runs import PREEMPTIBLE, TORCHRUN, rows, torchrun
+from helpers.shared import PreemptedRun, own_copy
 
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.preemption import Interrupted, Preempted, StopRequest
 from dali_pipes.train import checkpoints as checkpoint
-from dali_pipes.train.checkpoints import latest
 
 ROOT = REPO
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 
 
 def test_a_signal_is_only_recorded_and_the_stop_comes_at_the_next_poll() -> None:
@@ -81,62 +80,27 @@ def test_a_checkpoint_holding_arbitrary_objects_is_refused_in_one_line(tmp_path:
     assert "\n" not in str(err.value)
 
 
-# A run long enough to be signalled mid-epoch: 720 images, 2 ranks of batch 16 (23 steps).
-RUN = [
-    "-m",
-    "dali_pipes.train",
-    "trainer.epochs=3",
-    "data.train_per_class=120",
-    "data.val_per_class=6",
-    "data.batch_size=16",
-    "backend.num_threads=1",
-]
-
-
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-def torchrun_ok(nproc: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """A torchrun training job that must succeed."""
-    done = subprocess.run(
-        [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=ENV,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
-
-
-def metrics(out: Path) -> list[dict[str, str]]:
-    with (out / "metrics.csv").open() as f:
-        return list(csv.DictReader(f))
-
-
 @pytest.mark.slow
 def test_sigterm_under_torchrun_then_resume_gives_the_uninterrupted_weights_and_losses(
-    tmp_path: Path,
+    torchrun_reference: Path, preempted_on_2_ranks: PreemptedRun, tmp_path: Path
 ) -> None:
-    ref = tmp_path / "reference"
-    torchrun_ok(2, f"output_dir={ref}")
-
-    out = tmp_path / "preempted"
-    stopped, returncode, stderr = preempt_in_epoch_1(2, out)
-    assert returncode != 0, "a preempted run does not report success"
-    assert "interrupted by SIGTERM" in stderr
-    state = checkpoint.load(stopped)  # weights_only=True
+    """The preempted run (made once, shared with the next test) resumed on 2 ranks ends
+    with the weights and every epoch's figures of the same run never interrupted."""
+    ref, preempted = torchrun_reference, preempted_on_2_ranks
+    assert preempted.returncode != 0, "a preempted run does not report success"
+    assert "interrupted by SIGTERM" in preempted.stderr
+    out = own_copy(preempted.out, tmp_path / "preempted")
+    state = checkpoint.load(out / "checkpoints" / preempted.checkpoint.name)  # weights_only
     assert len(state["rng"]) == 2, "every rank's generators are saved"
 
-    torchrun_ok(2, f"output_dir={out}", "resume=auto")
+    torchrun(2, *PREEMPTIBLE, f"output_dir={out}", "resume=auto")
     final, want = (
         checkpoint.load(out / "checkpoints" / "epoch_0002.pt"),
         checkpoint.load(ref / "checkpoints" / "epoch_0002.pt"),
     )
     for name, tensor in want["model"].items():
         assert torch.equal(final["model"][name], tensor), name
-    got, exp = metrics(out), metrics(ref)
+    got, exp = rows(out), rows(ref)
     assert [r["epoch"] for r in got] == ["0", "1", "2"]
     for key in ("train_loss", "train_top1", "val_loss", "val_top1", "samples", "lr"):
         assert [float(r[key]) for r in got] == pytest.approx(
@@ -144,46 +108,24 @@ def test_sigterm_under_torchrun_then_resume_gives_the_uninterrupted_weights_and_
         ), key
 
 
-def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
-    """Start a torchrun job and SIGTERM it inside epoch 1 (as SLURM does; torchrun passes
-    it on to every rank): the mid-epoch checkpoint, the exit code and stderr."""
-    proc = subprocess.Popen(
-        [*TORCHRUN, f"--nproc_per_node={nproc}", *RUN, f"output_dir={out}"],
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 300
-    while latest(out / "checkpoints") is None and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.0)
-    assert proc.poll() is None, "the run ended before it could be preempted"
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=120)
-    stopped = latest(out / "checkpoints")
-    assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
-    return stopped, proc.returncode, stderr
-
-
 @pytest.mark.slow
 def test_a_run_preempted_on_2_ranks_finishes_its_epoch_on_3_reading_each_sample_once(
-    tmp_path: Path,
+    preempted_on_2_ranks: PreemptedRun, tmp_path: Path
 ) -> None:
-    out = tmp_path / "elastic"
-    stopped, _, _ = preempt_in_epoch_1(2, out)
-    seen = checkpoint.load(stopped)["loader"]["samples_seen"]
+    out = own_copy(preempted_on_2_ranks.out, tmp_path / "elastic")
+    seen = checkpoint.load(out / "checkpoints" / preempted_on_2_ranks.checkpoint.name)["loader"][
+        "samples_seen"
+    ]
     assert 0 < seen < 720 and seen % (2 * 16) == 0, "both ranks stopped after the same step"
 
-    done = torchrun_ok(3, f"output_dir={out}", "resume=auto")
+    done = torchrun(3, *PREEMPTIBLE, f"output_dir={out}", "resume=auto")
     assert "dealt out to the new ranks" in done.stderr
-    rows = metrics(out)
-    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    result = rows(out)
+    assert [r["epoch"] for r in result] == ["0", "1", "2"]
     # Epoch 1: the samples read on 2 ranks, then the rest once on 3 ranks plus only
     # DistributedSampler's padding of that rest to a multiple of 3.
-    assert int(rows[1]["samples"]) == 720 + (-(720 - seen)) % 3
-    assert [int(rows[0]["samples"]), int(rows[2]["samples"])] == [720, 720]
+    assert int(result[1]["samples"]) == 720 + (-(720 - seen)) % 3
+    assert [int(result[0]["samples"]), int(result[2]["samples"])] == [720, 720]
 
 
 def blocked_run(tree: Path, out: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 import torch
 from conftest import IDENTITY_CLASSES, REPO, TESTS, gpu
+from helpers.once import made_once
+from helpers.runs import rows, run_cli, torchrun
 from torch import nn
 
 from dali_pipes import compose_config
@@ -40,36 +41,6 @@ TINY = [
 ]
 
 
-def rows(out: Path) -> list[dict[str, str]]:
-    with (out / "metrics.csv").open() as f:
-        return list(csv.DictReader(f))
-
-
-def torchrun(nproc: int, *args: str, timeout: float = 600) -> None:
-    """``torchrun --standalone --nproc_per_node=nproc ARGS``; fails the test on error."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-    ]
-    done = subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "dali_pipes.train", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-    )
-
-
 @pytest.mark.slow
 def test_default_run_shortened_learns_well_above_chance(tmp_path: Path) -> None:
     """The default job (docs/quickstart.md), cut to 8 of its 30 epochs (chance is 1/6)."""
@@ -87,24 +58,26 @@ def test_training_with_randaugment_on_the_sample_data_learns_well_above_chance(
     tmp_path: Path,
 ) -> None:
     """``python -m dali_pipes.train augment=randaugment``, cut to 6 of 30 epochs and to the
-    sample set's 64 px crops (the preset's own 224 px would only make the CPU run longer).
+    sample set's 64 px crops (the preset's own 224 px would only make the CPU run longer),
+    trained in the test's process: the command line's own part is the tests' of the CLI.
 
     RandAugment slows learning on 720 images, so the bound is twice chance (1/6). With the
     quick trainer's base_lr 1.0, seeds 0-2 reached 48-57 % top-1 after 6 epochs with one
     torch thread (58-60 % after 8); with the earlier 4.0 this test needed 12 epochs, where
     three seeds reached 39-53 %."""
-    result = run_cli(
-        [
-            "augment=randaugment",
-            "augment.train.crop.size=64",
-            "augment.train.crop.scale=[0.35,1.0]",
-            "augment.val.crop.size=64",
-            "augment.val.crop.resize=72",
-            "trainer.epochs=6",
-            f"output_dir={tmp_path}",
-        ]
+    train(
+        compose_config(
+            [
+                "augment=randaugment",
+                "augment.train.crop.size=64",
+                "augment.train.crop.scale=[0.35,1.0]",
+                "augment.val.crop.size=64",
+                "augment.val.crop.resize=72",
+                "trainer.epochs=6",
+                f"output_dir={tmp_path}",
+            ]
+        )
     )
-    assert result.returncode == 0, result.stderr[-3000:]
     final = rows(tmp_path)[-1]
     assert final["epoch"] == "5" and float(final["val_top1"]) >= 2 / 6, final
     saved = (tmp_path / "config.yaml").read_text()
@@ -123,39 +96,39 @@ def test_the_loop_runs_unchanged_on_other_backends(tmp_path: Path, backend: str)
 
 
 @pytest.mark.slow
-def test_torchrun_two_cpu_processes_train_to_completion(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    torchrun(
-        2,
-        "-m",
-        "dali_pipes.train",
-        f"output_dir={out}",
-        "trainer.epochs=2",
-        *TINY,
-        timeout=300,
-    )
-    epochs = rows(out)
-    assert [r["epoch"] for r in epochs] == ["0", "1"]
-    assert all(int(r["samples"]) == 6 * 24 for r in epochs), (
+def test_torchrun_two_cpu_processes_train_to_completion(torchrun_reference: Path) -> None:
+    """The shared torchrun run (2 ranks, 720 images, 3 epochs: helpers/shared.py)."""
+    epochs = rows(torchrun_reference)
+    assert [r["epoch"] for r in epochs] == ["0", "1", "2"]
+    assert all(int(r["samples"]) == 6 * 120 for r in epochs), (
         "both ranks together read every sample once"
     )
-    assert not list(out.glob("*rank1*")), "only rank 0 writes"
+    assert not list(torchrun_reference.glob("*rank1*")), "only rank 0 writes"
+
+
+@pytest.fixture(scope="session")
+def shards_read_under_torchrun(
+    tmp_path_factory: pytest.TempPathFactory, identity_tree: Path
+) -> Path:
+    """What each of 2 torchrun ranks read from the identity tree over 2 epochs, with each
+    backend in turn in one launch (tests/probes/dist_probe.py): ``<backend>/rank<r>.json``."""
+
+    def make(folder: Path) -> None:
+        probe = str(TESTS / "probes" / "dist_probe.py")
+        torchrun(2, probe, str(identity_tree), str(folder), "dali", "torch", timeout=300)
+
+    return made_once(tmp_path_factory, "shards-read-under-torchrun", make)[0]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["dali", "torch"])
 def test_torchrun_ranks_read_disjoint_shards_covering_every_sample(
-    tmp_path: Path, identity_tree: Path, backend: str
+    shards_read_under_torchrun: Path, backend: str
 ) -> None:
-    torchrun(
-        2,
-        str(TESTS / "probes" / "dist_probe.py"),
-        str(identity_tree),
-        str(tmp_path),
-        backend,
-        timeout=300,
-    )
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ranks = [
+        json.loads((shards_read_under_torchrun / backend / f"rank{r}.json").read_text())
+        for r in (0, 1)
+    ]
     n = sum(IDENTITY_CLASSES.values())
     for epoch in ("0", "1"):
         shards = [r["epochs"][epoch]["ids"] for r in ranks]
@@ -168,8 +141,8 @@ def test_torchrun_ranks_read_disjoint_shards_covering_every_sample(
 @pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_auto_continues_epochs_and_schedule(tmp_path: Path) -> None:
     args = ["trainer.epochs=4", "data.train_per_class=60", "data.batch_size=16"]
-    reference = tmp_path / "reference"
-    assert run_cli([f"output_dir={reference}", *args], timeout=600).returncode == 0
+    reference = tmp_path / "reference"  # the same run uninterrupted, trained in this process
+    train(compose_config([f"output_dir={reference}", *args]))
 
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,12 +1,17 @@
 """The modern recipes' presets end to end: ``python -m dali_pipes.train augment=deit`` and
-``augment=ffcv`` on the sample data, shortened, learn well above chance (1/6)."""
+``augment=ffcv`` on the sample data, shortened, learn well above chance (1/6). The runs
+train in the test's process (``train(compose_config(...))``, what the command line calls):
+the command line's own part is the tests' of the CLI."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from test_train import rows, run_cli
+from helpers.runs import rows
+
+from dali_pipes import compose_config
+from dali_pipes.train.run import train
 
 # The sample set's 64 px crops (the presets' 224 px would only make the CPU run longer).
 SMALL = [
@@ -24,8 +29,7 @@ def test_training_with_the_deit_preset_learns_well_above_chance_from_soft_target
     """Mixup/cutmix, erasing and RandAugment slow learning on 720 images; the bound is twice
     chance. With the quick trainer's base_lr 1.0, seeds 0-2 reached 48-55 % top-1 after 6
     epochs with one torch thread (with the earlier 4.0, one run reached 54 % after 8)."""
-    result = run_cli(["augment=deit", *SMALL, "trainer.epochs=6", f"output_dir={tmp_path}"])
-    assert result.returncode == 0, result.stderr[-3000:]
+    train(compose_config(["augment=deit", *SMALL, "trainer.epochs=6", f"output_dir={tmp_path}"]))
     final = rows(tmp_path)[-1]
     assert final["epoch"] == "5" and float(final["val_top1"]) >= 2 / 6, final
     saved = (tmp_path / "config.yaml").read_text()
@@ -49,8 +53,11 @@ def test_training_with_the_ffcv_preset_ramps_the_size_and_learns_well_above_chan
         "augment.train.crop.start_ramp=1",
         "augment.train.crop.end_ramp=3",
     ]
-    result = run_cli(["augment=ffcv", *SMALL, *ramp, "trainer.epochs=6", f"output_dir={tmp_path}"])
-    assert result.returncode == 0, result.stderr[-3000:]
+    train(
+        compose_config(
+            ["augment=ffcv", *SMALL, *ramp, "trainer.epochs=6", f"output_dir={tmp_path}"]
+        )
+    )
     final = rows(tmp_path)[-1]
     assert final["epoch"] == "5" and float(final["val_top1"]) >= 1.5 / 6, final
     assert "start_size: 32" in (tmp_path / "config.yaml").read_text()

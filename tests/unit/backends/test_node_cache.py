@@ -42,27 +42,31 @@ BROKEN = "zz_broken.jpg"
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def big_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Photo-sized JPEGs in 4 classes: 8 distinct smooth random pictures, each written many
-    times (every file is still decoded into a slot of its own), and one broken file last."""
-    from conftest import write_jpeg
+    times (every file is still decoded into a slot of its own), and one broken file last.
+    Made once per test run for every xdist worker (helpers/once.py); read-only."""
+    from conftest import write_jpeg  # here: run as a rank, this file has no tests/ on its path
+    from helpers.once import made_once
 
-    root = tmp_path_factory.mktemp("big")
-    rng = np.random.default_rng(0)
-    count, side = BIG
-    for k in range(8):
-        coarse = torch.from_numpy(rng.integers(0, 256, (1, 3, 8, 8)).astype(np.float32))
-        pixels = torch.nn.functional.interpolate(coarse, size=(side, side), mode="bilinear")
-        write_jpeg(root / "c0" / f"img_{k:03d}.jpg", pixels[0].permute(1, 2, 0).byte().numpy())
-    for k in range(1, 4):
-        (root / f"c{k}").mkdir()
-    for k in range(8, count):
-        shutil.copyfile(
-            root / "c0" / f"img_{k % 8:03d}.jpg", root / f"c{k % 4}" / f"img_{k:03d}.jpg"
-        )
-    (root / "c3" / BROKEN).write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
-    return root
+    def make(root: Path) -> None:
+        rng = np.random.default_rng(0)
+        count, side = BIG
+        for k in range(8):
+            coarse = torch.from_numpy(rng.integers(0, 256, (1, 3, 8, 8)).astype(np.float32))
+            pixels = torch.nn.functional.interpolate(coarse, size=(side, side), mode="bilinear")
+            path = root / "c0" / f"img_{k:03d}.jpg"
+            write_jpeg(path, pixels[0].permute(1, 2, 0).byte().numpy())
+        for k in range(1, 4):
+            (root / f"c{k}").mkdir()
+        for k in range(8, count):
+            shutil.copyfile(
+                root / "c0" / f"img_{k % 8:03d}.jpg", root / f"c{k % 4}" / f"img_{k:03d}.jpg"
+            )
+        (root / "c3" / BROKEN).write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+
+    return made_once(tmp_path_factory, "node-cache-big-tree", make)[0]
 
 
 @contextmanager
@@ -83,14 +87,19 @@ def shm() -> Iterator[Path]:
         yield path
 
 
-@pytest.fixture(scope="module")
-def node_run(big_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="session")
+def node_run(big_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Two local ranks with data.cache=ram on the big tree plus one broken file (last, so in
-    local rank 1's part), under on_error=skip: what each reported, and what was left."""
-    root = tmp_path_factory.mktemp("node_run")
-    with private_shm() as shm:
-        ranks = run_ranks("batches", big_tree, root, shm, "data.on_error=skip")
-        yield {"ranks": ranks, "leftovers": leftovers(shm)}
+    local rank 1's part), under on_error=skip: what each reported, and what was left. Made
+    once per test run for every xdist worker (helpers/once.py)."""
+    from helpers.once import made_once
+
+    def make(out: Path) -> dict[str, Any]:
+        with private_shm() as shm:
+            ranks = run_ranks("batches", big_tree, out, shm, "data.on_error=skip")
+            return {"ranks": ranks, "leftovers": leftovers(shm)}
+
+    return made_once(tmp_path_factory, "node-cache-run", make)[1]
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -158,6 +167,7 @@ def decoded_bytes(root: Path) -> int:
 # --------------------------------------------------------------------------- tests
 
 
+@pytest.mark.slow  # local ranks in processes of their own
 def test_two_local_ranks_hold_one_decoded_copy_and_decode_each_image_once(
     node_run: dict[str, Any], big_tree: Path
 ) -> None:
@@ -177,12 +187,14 @@ def test_two_local_ranks_hold_one_decoded_copy_and_decode_each_image_once(
     assert node_run["leftovers"] == [], "the last rank out removes the shared file"
 
 
+@pytest.mark.slow  # local ranks in processes of their own
 def test_each_local_rank_yields_exactly_the_torch_backends_batches(
     node_run: dict[str, Any],
 ) -> None:
     assert all(r["rc"] == 0 and r["equal"] for r in node_run["ranks"])
 
 
+@pytest.mark.slow  # local ranks in processes of their own
 def test_every_local_rank_reports_a_bad_file_another_rank_decoded(
     node_run: dict[str, Any], big_tree: Path
 ) -> None:
@@ -204,6 +216,7 @@ def test_without_a_job_identity_each_local_rank_decodes_its_own_copy(
     assert "no job identity" in ranks[0]["log"]
 
 
+@pytest.mark.slow  # local ranks in processes of their own
 def test_a_bad_file_fails_every_local_rank_in_one_line_and_leaves_nothing(
     identity_tree: Path, tmp_path: Path, shm: Path
 ) -> None:
@@ -217,6 +230,7 @@ def test_a_bad_file_fails_every_local_rank_in_one_line_and_leaves_nothing(
     assert leftovers(shm) == []
 
 
+@pytest.mark.slow  # local ranks in processes of their own
 def test_a_rank_that_dies_fails_the_others_in_one_line_and_leaves_nothing(
     identity_tree: Path, tmp_path: Path, shm: Path
 ) -> None:

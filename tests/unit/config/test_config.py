@@ -86,23 +86,8 @@ def test_dali_iterator_from_config_refuses_another_backend(identity_tree: Path) 
 
 
 @pytest.mark.slow
-def test_an_installed_wheel_finds_its_configs(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-    )
-    (wheel,) = tmp_path.glob("dali_pipes-*.whl")
+def test_an_installed_wheel_finds_its_configs(wheel: Path, tmp_path: Path) -> None:
+    """The wheel is the session's (helpers/shared.py: built once from a clean copy)."""
     names = zipfile.ZipFile(wheel).namelist()
     for required in (
         "dali_pipes/conf/train.yaml",

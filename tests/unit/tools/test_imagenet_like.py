@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import BUNDLED_PHOTOS, REPO
+from helpers.once import made_once
 from PIL import Image, JpegImagePlugin
 
 from dali_pipes import build_loader, compose_config
@@ -30,14 +31,19 @@ def make(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("imagenet_like") / "tree"
-    stats = out.parent / "stats.json"
-    run = make(BUNDLED_PHOTOS, out, "--copies", 3, "--workers", 2, "--stats", stats)
-    assert run.returncode == 0, run.stderr
-    assert "| images (train, one epoch) | 39 |" in run.stdout  # the printed table
-    return out, json.loads(stats.read_text())
+    """The script's tree and statistics from the bundled photos, made once per test run for
+    every xdist worker (helpers/once.py); read-only."""
+
+    def run_script(folder: Path) -> None:
+        out, stats = folder / "tree", folder / "stats.json"
+        run = make(BUNDLED_PHOTOS, out, "--copies", 3, "--workers", 2, "--stats", stats)
+        assert run.returncode == 0, run.stderr
+        assert "| images (train, one epoch) | 39 |" in run.stdout  # the printed table
+
+    folder, _ = made_once(tmp_path_factory, "imagenet-like", run_script)
+    return folder / "tree", json.loads((folder / "stats.json").read_text())
 
 
 def test_every_photo_is_in_val_once_and_in_train_once_per_copy(made: tuple[Path, dict]) -> None:

@@ -1,0 +1,87 @@
+"""Training runs as the end-to-end tests start them: ``python -m dali_pipes.train`` and
+torchrun jobs in subprocesses, a run's metrics, and a torchrun job preempted mid-epoch."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dali_pipes.train.checkpoints import latest
+
+REPO = Path(__file__).resolve().parents[2]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+#: Unbuffered, so that what a run printed before it was killed is in its stderr.
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+#: A torchrun job long enough to be signalled mid-epoch: 720 images, 2 ranks of batch 16
+#: (23 steps an epoch), 3 epochs.
+PREEMPTIBLE = [
+    "-m",
+    "dali_pipes.train",
+    "trainer.epochs=3",
+    "data.train_per_class=120",
+    "data.val_per_class=6",
+    "data.batch_size=16",
+    "backend.num_threads=1",
+]
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    """A run's ``metrics.csv``, one dict per epoch."""
+    with (out / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m dali_pipes.train ARGS`` from the repository root, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "dali_pipes.train", *args],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+    )
+
+
+def torchrun(nproc: int, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``torchrun --standalone --nproc_per_node=nproc ARGS``, which must succeed."""
+    done = subprocess.run(
+        [*TORCHRUN, f"--nproc_per_node={nproc}", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
+    """Start :data:`PREEMPTIBLE` under torchrun and SIGTERM it inside epoch 1 (as SLURM
+    does; torchrun passes it on to every rank): the mid-epoch checkpoint, the exit code
+    and stderr."""
+    proc = subprocess.Popen(
+        [*TORCHRUN, f"--nproc_per_node={nproc}", *PREEMPTIBLE, f"output_dir={out}"],
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 300
+    while latest(out / "checkpoints") is None and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    assert proc.poll() is None, "the run ended before it could be preempted"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    stopped = latest(out / "checkpoints")
+    assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
+    return stopped, proc.returncode, stderr
