@@ -2,7 +2,7 @@
 # `make test` as a new user meets it, timed: a fresh clone, `make train`, then `make test`
 # (cold) and `make test` again (warm), each timed on the wall clock.
 #
-#   bash benchmarks/cold_make_test.sh [--keep] [--bare] [COMMIT]     (or: make test-cold)
+#   bash benchmarks/cold_make_test.sh [--keep] [--bare] [--no-warm] [COMMIT]  (or: make test-cold)
 #
 # Cold means what the clone has after `git clone` and `make train`, nothing else: the
 # .venv that `make train` made (its packages and their bytecode, installed by pip), the
@@ -10,7 +10,8 @@
 # tests make their own); no mypy cache, no pytest cache, no bytecode of the clone's own
 # files, no numba cache of any other kernel. Outside the clone the machine is as it is: the
 # Debian packages and chromium `make test` installs when missing, pip's cache for the
-# install, ~/.cache/matplotlib. Warm is the same clone's second `make test`.
+# install, ~/.cache/matplotlib. Warm is the same clone's second `make test` (--no-warm: not
+# run, for a second cold figure in two thirds of the time).
 #
 # The shared photos and corner files (../shared/data next to this checkout) are handed to
 # the clone through DALI_PIPES_PHOTOS and DALI_PIPES_CORNER, so it runs the tests this
@@ -21,13 +22,15 @@ set -euo pipefail
 
 keep=0
 bare=0
+warm_run=1
 commit=HEAD
 for arg in "$@"; do
     case "$arg" in
         --keep) keep=1 ;;
         --bare) bare=1 ;;
+        --no-warm) warm_run=0 ;;
         -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-        -*) echo "cold_make_test.sh: unknown option $arg (--keep, --bare, COMMIT)" >&2; exit 2 ;;
+        -*) echo "cold_make_test.sh: unknown option $arg (--keep, --bare, --no-warm, COMMIT)" >&2; exit 2 ;;
         *) commit=$arg ;;
     esac
 done
@@ -75,7 +78,8 @@ summary() { grep -E '^=+ .*(passed|failed).* in ' "$logs/$1.log" | tail -n 1 | t
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 train=$(timed train train)
 cold=$(timed test-cold-run test)
-warm=$(timed test-warm-run test)
+warm=0
+if [ "$warm_run" -eq 1 ]; then warm=$(timed test-warm-run test); fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 short=$(git -C "$clone" rev-parse --short HEAD)
@@ -85,6 +89,6 @@ load average before $load_before, after $load_after
 photos: ${DALI_PIPES_PHOTOS:-none (their tests skip)}; corner: ${DALI_PIPES_CORNER:-none}
 make train (fresh .venv):  $(clock "$train") wall
 make test, cold:           $(clock "$cold") wall ($(summary test-cold-run))
-make test, warm:           $(clock "$warm") wall ($(summary test-warm-run))
+$([ "$warm_run" -eq 1 ] && echo "make test, warm:           $(clock "$warm") wall ($(summary test-warm-run))" || echo "make test, warm:           not run (--no-warm)")
 logs: $logs$([ "$keep" -eq 1 ] && echo "; clone kept: $clone")
 EOF
