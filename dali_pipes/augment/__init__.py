@@ -3,7 +3,8 @@ the crop geometry, and the ops themselves (:mod:`.ops`, one module each).
 
 Built-in ops (config name: module of :mod:`.ops`): ``random_resized_crop`` and
 ``resize_center_crop`` (``crop``, decode-fused), ``hflip`` (``flip``), ``color_jitter``,
-``grayscale``, ``gaussian_blur``, ``randaugment``, ``trivialaugment``, ``autoaugment``.
+``grayscale``, ``gaussian_blur``, ``solarize``, ``randaugment``, ``trivialaugment``,
+``autoaugment``.
 Register your own with :func:`register_op` (docs/augmentation.md, "Your own op").
 
 Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
@@ -24,6 +25,7 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     grayscale,
     mixup,
     randaugment,
+    solarize,
     trivialaugment,
 )
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline

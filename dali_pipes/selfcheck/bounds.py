@@ -120,6 +120,7 @@ OP_BOUNDS = {
     "hflip": EXACT,
     "grayscale": EXACT,
     "gaussian_blur": EXACT,
+    "solarize": OPERATION["Solarize"],  # at 128 continuous (127 and 128 both give 127)
     "color_jitter": COLOR_JITTER,
     "randaugment": POLICY,
     "trivialaugment": POLICY,
