@@ -27,6 +27,7 @@ class Geometry:
     resize: np.ndarray  # [B, 2] int64: nh, nw the window is resized to
     crop: np.ndarray  # [B, 2] int64: top, left of the output inside the resized window
     out: tuple[int, int]  # oh, ow
+    interpolation: str = "bilinear"  # the resize's antialiased filter: bilinear | bicubic
 
     def roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The output region in window pixels, (y, x) order: DALI ``fn.resize`` ROI."""
