@@ -73,7 +73,7 @@ def _to_uint8(x: Any) -> Any:
 
 
 @_jit
-def _gray(r: Any, g: Any, b: Any) -> Any:
+def gray(r: Any, g: Any, b: Any) -> Any:
     """``_rgb_to_grayscale_image`` in float32: ``r*0.2989`` then two fused multiply-adds."""
     return _fma32(b, _f32(0.114), _fma32(g, _f32(0.587), _f32(r * _f32(0.2989))))
 
@@ -128,12 +128,12 @@ def _blend_pixels(out: Any, img: Any, factor: Any, inv: Any, kind: int) -> None:
         total = 0.0
         for y in range(h):
             for x in range(w):
-                total += math.floor(_gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
+                total += math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
         other = np.float32(total / (h * w))
     for y in range(h):
         for x in range(w):
             if kind == COLOR:
-                other = np.float32(math.floor(_gray(img[y, x, 0], img[y, x, 1], img[y, x, 2])))
+                other = np.float32(math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2])))
             for c in range(3):
                 scaled = np.float32(img[y, x, c] * factor)
                 if kind != BRIGHTNESS:
@@ -251,21 +251,23 @@ def _call_run_slot(out: Any, img: Any, p: Any) -> None:
     run_slot(out, img, p)
 
 
-_OPERATOR: Any = None
+_OPERATORS: dict[Any, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _operator() -> Any:
-    """DALI's numba operator, built once per process: building one compiles its wrappers
-    (seconds), and an instance can be called in any number of pipelines."""
-    global _OPERATOR
+def per_sample_operator(run_fn: Any) -> Any:
+    """DALI's numba operator calling ``run_fn(out, img, p)`` per sample (``out`` and ``img``
+    float32 HWC pixels of one shape, ``p`` a float64 row), built once per process and
+    kernel: building one compiles its wrappers (seconds), and an instance can be called in
+    any number of pipelines. ``run_fn`` is a plain module-level function (DALI's AutoGraph
+    must not convert it) that calls the cached kernel."""
     with _LOCK:
-        if _OPERATOR is None:
+        if run_fn not in _OPERATORS:
             from nvidia.dali import types
             from nvidia.dali.plugin.numba import NumbaFunction
 
-            _OPERATOR = NumbaFunction(
-                run_fn=_call_run_slot,
+            _OPERATORS[run_fn] = NumbaFunction(
+                run_fn=run_fn,
                 setup_fn=_same_shape,
                 out_types=[types.FLOAT],
                 in_types=[types.FLOAT, types.FLOAT64],
@@ -273,14 +275,20 @@ def _operator() -> Any:
                 ins_ndim=[3, 1],
                 batch_processing=False,
             )
-        return _OPERATOR
+        return _OPERATORS[run_fn]
 
 
-def apply(images: Any, packed: Any) -> Any:
-    """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
+def apply_kernel(what: str, run_fn: Any, images: Any, packed: Any) -> Any:
+    """The DALI CPU node running ``run_fn`` (:func:`per_sample_operator`) on each sample of
+    ``images`` (float32 HWC pixels) with its row of ``packed``; refused for GPU nodes."""
     from nvidia.dali import fn
 
     from dali_pipes.augment.dali_ops import require_cpu
 
-    require_cpu("the auto-augment slot kernel", images, packed)
-    return fn.reshape(_operator()(images, packed), layout="HWC")
+    require_cpu(what, images, packed)
+    return fn.reshape(per_sample_operator(run_fn)(images, packed), layout="HWC")
+
+
+def apply(images: Any, packed: Any) -> Any:
+    """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
+    return apply_kernel("the auto-augment slot kernel", _call_run_slot, images, packed)
