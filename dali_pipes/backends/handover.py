@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.base import Batch
+from dali_pipes.backends.base import Batch, Images, each_view
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -56,7 +56,8 @@ def prefetched(
     device: torch.device,
     prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> Iterator[Batch]:
-    """Yield ``batches`` on ``device`` with ``prepare`` (if any) applied to the images.
+    """Yield ``batches`` on ``device`` with ``prepare`` (if any) applied to the images
+    (to each view's of a batch of views).
 
     On CUDA each batch is copied and prepared on a side stream while the training step
     consumes the previous one: the hand-over of every placement that makes batches on the
@@ -64,10 +65,15 @@ def prefetched(
     function. The copy is asynchronous only from pinned memory, so producers should hand
     over pinned tensors (pinning here would cost the main thread a copy of its own).
     """
+
+    def ready(images: Images) -> Images:
+        """On ``device`` (a no-op where they are), prepared."""
+        return each_view(lambda x: x.to(device, non_blocking=True), images)
+
     if device.type != "cuda":
         for images, labels in batches:
-            images, labels = images.to(device), labels.to(device)
-            yield (images if prepare is None else prepare(images)), labels
+            images, labels = ready(images), labels.to(device)
+            yield (images if prepare is None else each_view(prepare, images)), labels
         return
     stream = torch.cuda.Stream(device)
     it = iter(batches)
@@ -78,16 +84,17 @@ def prefetched(
         except StopIteration:
             return None
         with torch.cuda.stream(stream):
-            images = images.to(device, non_blocking=True)
+            images = ready(images)
             labels = labels.to(device, non_blocking=True)
-            return (images if prepare is None else prepare(images)), labels
+            return (images if prepare is None else each_view(prepare, images)), labels
 
     upcoming = load()
     while upcoming is not None:
         current = torch.cuda.current_stream(device)
         current.wait_stream(stream)
         images, labels = upcoming
-        images.record_stream(current)  # the caching allocator must not reuse them early
+        for view in images if isinstance(images, list) else [images]:
+            view.record_stream(current)  # the caching allocator must not reuse them early
         labels.record_stream(current)
         upcoming = load()
         yield images, labels

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dali_pipes.backends.base import BadFiles, EpochPlan
+from dali_pipes.backends.dali.views import feed_columns
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.sources import ImageSource
@@ -34,7 +35,7 @@ class InFlight(NamedTuple):
 
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already substituted)
-    anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
+    anchor: np.ndarray  # float32 [n, 2]: each one's decode window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
 
 
@@ -67,7 +68,8 @@ class Feed:
         self.files = spec.source.files
         self.labels = spec.source.labels
         self.read_ahead = read_ahead
-        self.pipeline = spec.augment.pipeline(spec.train)
+        self.views = spec.augment.views(spec.train)
+        self.multi_view = spec.augment.multi_view(spec.train)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
         self._plan = EpochPlan(0, [])
         self._next = 0
@@ -155,21 +157,10 @@ class Feed:
     def __call__(self) -> tuple[Any, ...]:
         position, indices, blobs, sizes = self._next_batch()
         ids = self.source.identity(indices)
-        draw = self.pipeline.draw(sizes, ids, self.spec.sampling.seed, self._plan.epoch)
-        g = draw.geometry
-        roi_start, roi_end = g.roi()
-        anchor, shape = g.decode_window()
+        draws = self.views.draw(sizes, ids, self.spec.sampling.seed, self._plan.epoch)
+        anchor, shape, columns = feed_columns(self.views, draws, self.multi_view)
         self.in_flight.append(InFlight(position, indices, anchor, shape))
-        return (
-            blobs,
-            self.labels[indices],
-            anchor,
-            shape,
-            roi_start,
-            roi_end,
-            np.tile(np.asarray(g.out, dtype=np.float32), (len(indices), 1)),
-            *self.pipeline.feed(draw),
-        )
+        return (blobs, self.labels[indices], anchor, shape, *columns)
 
     def close(self) -> None:
         """Stop feeding and the reader threads (and a packed dataset's reader)."""

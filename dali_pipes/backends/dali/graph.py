@@ -22,6 +22,7 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import torch
 
+from dali_pipes.backends.dali.views import ViewGraph, feed_dtypes, window
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.errors import DaliPipesError
 
@@ -126,21 +127,11 @@ def _dali_types() -> dict[str, Any]:
 
 
 def param_types(dtypes: list[str]) -> list[Any]:
-    """DALI types of what the feed gives besides the pixels: label, crop window (anchor,
-    shape), resize ROI (start, end), output size, then the ops' parameters (``dtypes``)."""
+    """DALI types of what the feed gives besides the pixels: label, decode window (anchor,
+    shape), then each view's columns (``dtypes``: :mod:`dali_pipes.backends.dali.views`)."""
     from nvidia.dali import types
 
-    return [types.INT64, *[types.FLOAT] * 5, *(_dali_types()[d] for d in dtypes)]
-
-
-def window(images: Any, anchor: Any, shape: Any) -> Any:
-    """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
-    images: after a whole-image decode, and of the cached images."""
-    from nvidia.dali import fn
-
-    return fn.slice(
-        images, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
-    )
+    return [types.INT64, types.FLOAT, types.FLOAT, *(_dali_types()[d] for d in dtypes)]
 
 
 def never_called() -> NoReturn:
@@ -152,8 +143,8 @@ class GraphInputs(Protocol):
     """Where a graph's images and fed parameters come from."""
 
     def nodes(self, graph: DaliGraph, dtypes: list[str]) -> tuple[Any, list[Any]]:
-        """(each crop window's uint8 HWC pixels, [label, resize ROI start, end, output
-        size, *the ops' parameters]) as DataNodes."""
+        """(each decode window's uint8 HWC pixels, [label, *each view's columns]) as
+        DataNodes."""
         ...
 
 
@@ -170,7 +161,7 @@ class EncodedFiles:
 
         encoded, labels, anchor, shape, *params = fn.external_source(
             source=self.source,
-            num_outputs=7 + len(dtypes),
+            num_outputs=4 + len(dtypes),
             batch=True,
             dtype=[types.UINT8, *param_types(dtypes)],
         )
@@ -192,7 +183,7 @@ class CachedPixels:
         from nvidia.dali import fn, types
 
         labels, anchor, shape, *params = fn.external_source(
-            source=self.params, num_outputs=6 + len(dtypes), batch=True, dtype=param_types(dtypes)
+            source=self.params, num_outputs=3 + len(dtypes), batch=True, dtype=param_types(dtypes)
         )
         images = fn.external_source(
             source=self.pixels,
@@ -246,14 +237,16 @@ class DaliGraph:
         """The pipeline, defined but not built (building allocates; this does not)."""
         from nvidia.dali import pipeline_def
 
-        pipeline = self.spec.augment.pipeline(self.spec.train)
-        dtypes = list(pipeline.feed_dtypes)
+        augment, train = self.spec.augment, self.spec.train
+        dtypes = feed_dtypes(augment, train)
         # Conditionals: ops that choose per sample (a probability, RandAugment's operation
         # in the GPU realisation) from the fed parameters with DALI `if` branches. DALI's
         # AutoGraph then rewrites the graph function and what it calls (so nothing but
         # graph code runs inside it); that costs time at every build, so only when an op
         # needs it.
-        conditionals = pipeline.needs_conditionals(self.devices.gpu_graph)
+        conditionals = any(
+            p.needs_conditionals(self.devices.gpu_graph) for p in augment.views(train).pipelines
+        )
         graph = pipeline_def(partial(self._graph, inputs, dtypes), enable_conditionals=conditionals)
         return graph(
             batch_size=self.spec.batch_size,
@@ -317,10 +310,14 @@ class DaliGraph:
             )
         return window(fn.decoders.image(encoded, **decoder), anchor, shape)
 
-    def _resize(self, images: Any, roi_start: Any, roi_end: Any, out: Any) -> Any:
-        """Each crop window to the output size: antialiased linear, DALI's filter."""
+    def _resize(
+        self, images: Any, roi_start: Any, roi_end: Any, out: Any, interpolation: str = "bilinear"
+    ) -> Any:
+        """Each crop window to the output size: antialiased linear, DALI's filter (cubic
+        for ``bicubic``)."""
         from nvidia.dali import fn, types
 
+        cubic = interpolation == "bicubic"
         if not self.devices.gpu_graph:  # the same filter, compiled (3x DALI's CPU resize)
             from dali_pipes.augment.dali_ops import cpu_kernel
 
@@ -328,14 +325,15 @@ class DaliGraph:
                 raise DaliPipesError(
                     "the CPU realisation of a DALI graph needs its compiled resize"
                 )
-
+            # A WindowResize: its cubic method for a bicubic crop.
+            function = getattr(self.resize, "cubic", self.resize) if cubic else self.resize
             return cpu_kernel(
                 "the compiled resize",
                 images,
                 roi_start,
                 roi_end,
                 out,
-                function=self.resize,
+                function=function,
                 batch_processing=True,
                 output_layouts="HWC",
             )
@@ -346,30 +344,14 @@ class DaliGraph:
             roi_end=roi_end,
             roi_relative=False,
             antialias=True,
-            interp_type=types.INTERP_LINEAR,
+            interp_type=types.INTERP_CUBIC if cubic else types.INTERP_LINEAR,
         )
 
-    def _graph(self, inputs: GraphInputs, dtypes: list[str]) -> tuple[Any, Any]:
-        """inputs (the crop windows) -> resize -> ops -> normalise."""
-        from nvidia.dali import fn, types
-
+    def _graph(self, inputs: GraphInputs, dtypes: list[str]) -> tuple[Any, ...]:
+        """inputs (the decode windows) -> each view's window, resize, ops and normalisation
+        (:mod:`~dali_pipes.backends.dali.views`); outputs: the views, then the labels."""
         devices = self.devices
-        aug = self.spec.augment
-        pipeline = aug.pipeline(self.spec.train)
-        images, (labels, roi_start, roi_end, out, *fed) = inputs.nodes(self, dtypes)
-        images = self._resize(images, roi_start, roi_end, out)
-        images, mirror = pipeline.dali(images, fed, gpu=devices.on_gpu, twin=devices.is_twin)
-        if devices.copies_to_gpu:
-            # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
-            # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the
-            # normalisation runs on the GPU.
-            images = images.gpu()
-        images = fn.crop_mirror_normalize(
-            images,
-            mirror=0 if mirror is None else mirror,
-            mean=[255 * m for m in aug.mean],
-            std=[255 * s for s in aug.std],
-            dtype=types.FLOAT16 if aug.dtype == "float16" else types.FLOAT,
-            output_layout="HWC" if aug.channels_last else "CHW",
-        )
-        return images, labels.gpu() if devices.outputs == "gpu" else labels
+        images, (labels, *fed) = inputs.nodes(self, dtypes)
+        views = ViewGraph(self.spec.augment, self.spec.train, devices, self._resize)
+        outputs = views.outputs(images, fed)
+        return (*outputs, labels.gpu() if devices.outputs == "gpu" else labels)

@@ -173,7 +173,13 @@ class DaliLoader(Loader):
                     except StopIteration:
                         finished = True
                         return
-                    batch = to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
+                    batch = to_torch(
+                        outputs,
+                        self.device,
+                        self.spec.augment,
+                        dlpack=self._dlpack(),
+                        views=self.spec.augment.multi_view(self.spec.train),
+                    )
                     outputs = None
                     position = self._feed.in_flight.popleft().position + 1
                     pipe.release_outputs()
