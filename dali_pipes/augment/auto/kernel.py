@@ -57,7 +57,7 @@ def _f32(x: Any) -> Any:
 
 
 @_jit
-def _fma32(a: Any, b: Any, c: Any) -> Any:
+def fma32(a: Any, b: Any, c: Any) -> Any:
     """float32 ``a * b + c`` rounded once (a product of float32s is exact in double)."""
     return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
 
@@ -75,7 +75,18 @@ def _to_uint8(x: Any) -> Any:
 @_jit
 def gray(r: Any, g: Any, b: Any) -> Any:
     """``_rgb_to_grayscale_image`` in float32: ``r*0.2989`` then two fused multiply-adds."""
-    return _fma32(b, _f32(0.114), _fma32(g, _f32(0.587), _f32(r * _f32(0.2989))))
+    return fma32(b, _f32(0.114), fma32(g, _f32(0.587), _f32(r * _f32(0.2989))))
+
+
+@_jit
+def grey_mean(img: Any) -> Any:
+    """``adjust_contrast``'s centre: the mean of the floored grey image, as float32."""
+    h, w = img.shape[0], img.shape[1]
+    total = 0.0
+    for y in range(h):
+        for x in range(w):
+            total += math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
+    return np.float32(total / (h * w))
 
 
 @_jit
@@ -111,9 +122,9 @@ def _affine(out: Any, img: Any, p: Any) -> None:
                         acc1 += img[yy, xx, 1] * wt
                         acc2 += img[yy, xx, 2] * wt
             if fill != 0.0:  # torchvision: (v - fill) * mask + fill
-                acc0 = _fma32(acc0 - fill, mask, fill)
-                acc1 = _fma32(acc1 - fill, mask, fill)
-                acc2 = _fma32(acc2 - fill, mask, fill)
+                acc0 = fma32(acc0 - fill, mask, fill)
+                acc1 = fma32(acc1 - fill, mask, fill)
+                acc2 = fma32(acc2 - fill, mask, fill)
             out[y, x, 0] = np.rint(acc0)
             out[y, x, 1] = np.rint(acc1)
             out[y, x, 2] = np.rint(acc2)
@@ -125,11 +136,7 @@ def _blend_pixels(out: Any, img: Any, factor: Any, inv: Any, kind: int) -> None:
     h, w = img.shape[0], img.shape[1]
     other = np.float32(0.0)
     if kind == CONTRAST:
-        total = 0.0
-        for y in range(h):
-            for x in range(w):
-                total += math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
-        other = np.float32(total / (h * w))
+        other = grey_mean(img)
     for y in range(h):
         for x in range(w):
             if kind == COLOR:
@@ -137,7 +144,7 @@ def _blend_pixels(out: Any, img: Any, factor: Any, inv: Any, kind: int) -> None:
             for c in range(3):
                 scaled = np.float32(img[y, x, c] * factor)
                 if kind != BRIGHTNESS:
-                    scaled = _fma32(other, inv, scaled)
+                    scaled = fma32(other, inv, scaled)
                 out[y, x, c] = _to_uint8(scaled)
 
 
@@ -157,7 +164,7 @@ def _sharpness(out: Any, img: Any, inv: Any) -> None:
                     for dx in range(-1, 2):
                         s += img[y + dy, x + dx, c] * (b if dy == 0 and dx == 0 else a)
                 blurred = np.float32(np.rint(s))
-                out[y, x, c] = _to_uint8(_fma32(blurred - v, inv, v))
+                out[y, x, c] = _to_uint8(fma32(blurred - v, inv, v))
 
 
 @_jit

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.augment.auto.kernel import apply_kernel, gray
+from dali_pipes.augment.auto.kernel import apply_kernel, fma32, gray, grey_mean
 from dali_pipes.image.compiled import caching_jit
 
 _jit = caching_jit()
@@ -105,12 +105,6 @@ def _copy(out: Any, img: Any) -> None:
 
 
 @_jit
-def _fma32(a: Any, b: Any, c: Any) -> Any:
-    """float32 ``a * b + c`` rounded once, as torchvision's ``add_(x, alpha)`` computes it."""
-    return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
-
-
-@_jit
 def _to_byte(x: Any) -> Any:
     """torchvision's ``clamp_(0, 255).to(uint8)`` as a float32: clamp, then truncate."""
     return np.floor(min(max(x, np.float32(0.0)), np.float32(255.0)))
@@ -132,22 +126,17 @@ def _saturation(out: Any, img: Any, factor: Any, inv: Any) -> None:
         for x in range(img.shape[1]):
             grey = np.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
             for c in range(3):
-                out[y, x, c] = _to_byte(_fma32(grey, inv, np.float32(img[y, x, c] * factor)))
+                out[y, x, c] = _to_byte(fma32(grey, inv, np.float32(img[y, x, c] * factor)))
 
 
 @_jit
 def _contrast(out: Any, img: Any, factor: Any, inv: Any) -> None:
     """``adjust_contrast``: a blend with the mean of the floored grey image."""
-    h, w = img.shape[0], img.shape[1]
-    total = 0.0
-    for y in range(h):
-        for x in range(w):
-            total += math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
-    mean = np.float32(total / (h * w))
-    for y in range(h):
-        for x in range(w):
+    mean = grey_mean(img)
+    for y in range(img.shape[0]):
+        for x in range(img.shape[1]):
             for c in range(3):
-                out[y, x, c] = _to_byte(_fma32(mean, inv, np.float32(img[y, x, c] * factor)))
+                out[y, x, c] = _to_byte(fma32(mean, inv, np.float32(img[y, x, c] * factor)))
 
 
 @_jit

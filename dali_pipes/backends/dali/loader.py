@@ -173,13 +173,7 @@ class DaliLoader(Loader):
                     except StopIteration:
                         finished = True
                         return
-                    batch = to_torch(
-                        outputs,
-                        self.device,
-                        self.spec.augment,
-                        dlpack=self._dlpack(),
-                        views=self.spec.augment.multi_view(self.spec.train),
-                    )
+                    batch = self._batch(outputs)
                     outputs = None
                     position = self._feed.in_flight.popleft().position + 1
                     pipe.release_outputs()
@@ -215,6 +209,13 @@ class DaliLoader(Loader):
             # handler, so the failed pipeline (held by the error's traceback) is freed.
             pipe = outputs = None
             position = self._blame(failure, why, suspects)
+
+    def _batch(self, outputs: Any) -> Batch:
+        """DALI's outputs as the batch contract's ``(images, labels)`` (``(views, labels)``
+        for a split with views)."""
+        augment = self.spec.augment
+        views = augment.multi_view(self.spec.train)
+        return to_torch(outputs, self.device, augment, dlpack=self._dlpack(), views=views)
 
     def _blame(self, failure: Exception, why: str, suspects: list[InFlight]) -> int:
         """After DALI failed on the batches in flight: report the files its decoder rejects
