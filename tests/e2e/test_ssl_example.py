@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO
 
 #: The test's shorter run: what it trains on and for how long.
-SHORT = ["--epochs", "8", "data.train_per_class=60", "data.val_per_class=30"]
+SHORT = ["--epochs", "8", "data.train_per_class=60", "data.val_per_class=30", "data.batch_size=32"]
 #: The margin, in accuracy points, by which the trained features must beat the untrained.
 MARGIN = 0.10
 

@@ -35,13 +35,19 @@ class Placement(Protocol):
     """Where the graph's operators run (:class:`~dali_pipes.backends.dali.graph.GraphDevices`)."""
 
     @property
-    def on_gpu(self) -> bool: ...
+    def on_gpu(self) -> bool:
+        """The operators run on the GPU."""
+        ...
 
     @property
-    def is_twin(self) -> bool: ...
+    def is_twin(self) -> bool:
+        """The GPU's realisation with its operators on the CPU."""
+        ...
 
     @property
-    def copies_to_gpu(self) -> bool: ...
+    def copies_to_gpu(self) -> bool:
+        """Operators on the CPU, batches handed to a GPU (DALI's ``.gpu()`` copy)."""
+        ...
 
 
 #: The graph's resize: (windows, ROI start, ROI end, output size, interpolation) -> node.
