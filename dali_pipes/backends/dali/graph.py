@@ -1,16 +1,20 @@
 """One DALI loader's graph, defined for where it runs, apart from the loader that runs it.
 
 The graph of a split: its inputs (encoded files decoded per crop window, or cached images
-sliced per crop window), the resize, the split's ops and the fused normalisation. It is
+sliced per crop window; for a split with views, the region holding every view's window),
+then per view (:mod:`dali_pipes.backends.dali.views`) the resize, the ops and the fused
+normalisation. It is
 defined here from a :class:`~dali_pipes.backends.specs.LoaderSpec` and :class:`GraphDevices` alone,
 so the very graph a loader builds on a GPU can also be defined and traced on a machine
 without one (:mod:`dali_pipes.backends.dali.trace`; only building it needs CUDA), and run
 as its CPU twin: the GPU's graph with every operator on the CPU.
 
-Two realisations exist because the fast way differs per device: on the CPU the resize and
-the auto-augment slots are compiled kernels (:mod:`dali_pipes.image.resample`,
-:mod:`dali_pipes.augment.auto.kernel`) and equalize is torchvision's; on the GPU they are
-DALI's own resize, DALI arithmetic picked per sample by conditionals, and ``fn.equalize``.
+Two realisations exist because the fast way differs per device: on the CPU the resize, the
+auto-augment slots, colour jitter, grayscale and blur are compiled kernels
+(:mod:`dali_pipes.image.resample`, :mod:`dali_pipes.augment.auto.kernel`,
+:mod:`dali_pipes.augment.ops.cpu_kernels`) and equalize is torchvision's; on the GPU they
+are DALI's own resize and blur, DALI arithmetic picked per sample by conditionals, and
+``fn.equalize``.
 """
 
 from __future__ import annotations

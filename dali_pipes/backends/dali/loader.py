@@ -3,11 +3,12 @@
 Pipeline, per batch::
 
     external_source (encoded bytes, label, crop window, resize ROI, output size,
-                     op parameters)  <- feed
+                     op parameters; per view for a split with views)  <- feed
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
       decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
-    resize                antialiased linear, ROI -> output size (on the CPU the same
-                          filter as a compiled kernel, :mod:`dali_pipes.image.resample`)
+    per view:             (views: slice of the view's window of the decoded region)
+    resize                antialiased linear (or cubic), ROI -> output size (on the CPU
+                          the same filter as a compiled kernel, :mod:`dali_pipes.image.resample`)
     the split's ops       each op's DALI graph, fed its parameters (conditionals per sample)
     crop_mirror_normalize (a trailing flip) + (x - mean) / std + dtype + layout, fused
 
