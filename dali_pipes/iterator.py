@@ -14,7 +14,9 @@ docs/torchvision.md) picks the augmentation, and a torchvision ``ImageFolder`` m
 for the root (its samples, classes and transform as they are:
 ``DALIIterator(ImageFolder(root, transform=...))``); a preset with batch ops (``"deit"``:
 mixup/cutmix, random erasing) yields soft targets, and ``loader.batch_stage`` is that
-stage as an object to call in a loop of one's own. Keyword defaults are the config
+stage as an object to call in a loop of one's own. A self-supervised preset
+(``"simclr"``, ``"byol"``, ``"dino"``, ``"swav"``) yields ``(views, labels)``, ``views``
+a list of ``[N, 3, H, W]`` tensors, globals first. Keyword defaults are the config
 defaults (they are read from the same dataclasses and presets), and
 :meth:`DALIIterator.from_config` builds one from a composed Hydra config instead.
 """
@@ -50,7 +52,8 @@ class DALIIterator(DaliLoader):
         train: the training split of ``augment``, shuffled; False: the evaluation split
             (resize the shorter side to ``resize_size``, centre-crop ``image_size``), in order.
         device: ``auto`` (the GPU when usable), ``gpu`` or ``cpu``.
-        augment: a preset name (``"imagenet"``, ``"randaugment"``, ... -- ``conf/augment/``),
+        augment: a preset name (``"imagenet"``, ``"randaugment"``, ``"dino"``, ... --
+            ``conf/augment/``),
             a list of training ops after the crop (``[{"op": "hflip"}, {"op":
             "randaugment", "magnitude": 9}]`` or op objects), a torchvision pipeline (which
             also sets the output's dtype, mean and std), or an
@@ -70,7 +73,8 @@ class DALIIterator(DaliLoader):
 
     Returns:
         (as an iterable) ``(images, labels)`` batches: normalised ``[N, 3, H, W]`` tensors
-        on the loader's device and int64 labels (soft targets with a preset's batch ops).
+        on the loader's device and int64 labels (soft targets with a preset's batch ops);
+        with a preset's views, ``(views, labels)``: a list of such tensors, one per view.
     """
 
     def __init__(
@@ -205,8 +209,12 @@ def augment_spec(
         for key in ("mean", "std", "dtype", "channels_last")
     }
     return AugmentSpec(
-        train=SplitAugment(crop=train_crop, ops=train_ops, batch=base.train.batch),
-        val=SplitAugment(crop=val_crop, ops=base.val.ops, batch=base.val.batch),
+        train=SplitAugment(
+            crop=train_crop, ops=train_ops, batch=base.train.batch, views=base.train.views
+        ),
+        val=SplitAugment(
+            crop=val_crop, ops=base.val.ops, batch=base.val.batch, views=base.val.views
+        ),
         imports=base.imports,
         **kept,
     )

@@ -146,6 +146,8 @@ class CropOp(Op):
     """
 
     size: int
+    #: The resize's filter (antialiased): "bilinear", or "bicubic" where a crop offers it.
+    interpolation: str = "bilinear"
 
     def size_at(self, epoch: int) -> int:
         """The output side in ``epoch`` (``size`` unless the crop has a resolution schedule)."""

@@ -33,6 +33,7 @@ class Geometry:
     #: The colour of window pixels past the image's edge (torchvision's padding ``fill``);
     #: None: every window lies inside its image.
     fill: tuple[int, int, int] | None = None
+    interpolation: str = "bilinear"  # the resize's antialiased filter: bilinear | bicubic
 
     def roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The output region in window pixels, (y, x) order: DALI ``fn.resize`` ROI."""

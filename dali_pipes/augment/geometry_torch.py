@@ -126,10 +126,19 @@ def apply_geometry(
     crop: tuple[int, int],
     out: tuple[int, int],
     fill: tuple[int, int, int] | None = None,
+    interpolation: str = "bilinear",
 ) -> torch.Tensor:
-    """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample."""
+    """Decoded uint8 ``[3, H, W]`` image -> uint8 ``[3, oh, ow]`` sample.
+
+    ``bicubic`` is torchvision's antialiased bicubic resize as it is (DALI's cubic filter
+    differs from it by more than the edge lines: :mod:`dali_pipes.selfcheck.bounds`)."""
     region = window_of(image, window, fill)
     h, w = region.shape[-2:]
+    if interpolation == "bicubic":
+        resized = F.resize(
+            region, list(resize), interpolation=F.InterpolationMode.BICUBIC, antialias=True
+        )
+        return resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]].contiguous()
     if resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
         # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
         # compute just the output pixels instead, with the same (DALI) filter.
@@ -146,4 +155,6 @@ def apply_row(image: torch.Tensor, geometry: Geometry, j: int) -> torch.Tensor:
     """Sample ``j`` of a batch's ``geometry`` realised on its decoded uint8 ``[3, H, W]``
     ``image`` (:func:`apply_geometry`): what the torch backend and the caches do per sample."""
     window, resize, crop = geometry.row(j)
-    return apply_geometry(image, window, resize, crop, geometry.out, geometry.fill)
+    return apply_geometry(
+        image, window, resize, crop, geometry.out, geometry.fill, geometry.interpolation
+    )

@@ -9,7 +9,10 @@ position in the dataset, so a packed copy of a folder draws the same numbers as 
 
 A pipeline hands each op its own run of counters (the crop takes the first ones, the next
 op the ones after, ...), so an op's draws are fixed by its position in the pipeline and
-the sample, never by another op's outcome.
+the sample, never by another op's outcome. A split with several views of each sample
+(:mod:`dali_pipes.augment.views`) gives view ``v`` the counters from ``v *``
+:data:`VIEW_COUNTERS` on, so each view's draws are a function of (seed, epoch, sample,
+view), and view 0 draws what a one-view pipeline draws.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # splitmix64's constants, made once: the draws run per batch on the thread that feeds DALI.
 _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+#: Counters each view of a sample owns (far more than any pipeline draws).
+VIEW_COUNTERS = 1 << 32
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

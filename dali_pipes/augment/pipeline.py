@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.base import Context, CropOp, Op, Params, build_op
 from dali_pipes.augment.geometry import Geometry
-from dali_pipes.augment.keyed import uniforms
+from dali_pipes.augment.keyed import VIEW_COUNTERS, uniforms
 from dali_pipes.augment.ops.flip import HorizontalFlip
 from dali_pipes.errors import ConfigError
 
@@ -65,12 +65,14 @@ class Pipeline:
         batch holds."""
         return self.crop.shape_at(epoch)
 
-    def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int) -> Draw:
-        """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``."""
+    def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int, view: int = 0) -> Draw:
+        """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``;
+        ``view``: which view of each sample this pipeline makes (its own counters)."""
         hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         samples = np.asarray(ids, dtype=np.int64).reshape(-1)
-        offset = self.crop.draws()
-        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset), epoch)
+        first = view * VIEW_COUNTERS
+        offset = first + self.crop.draws()
+        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset - first, first), epoch)
         ctx = Context(size=geometry.out)
         params = []
         for op in self.ops:

@@ -8,11 +8,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dali_pipes.errors import require
+from dali_pipes.errors import ConfigError, require
 
 if TYPE_CHECKING:
     from dali_pipes.augment import Pipeline
     from dali_pipes.augment.batch import BatchStage
+    from dali_pipes.augment.views import Views
 
 DTYPES = ("float32", "float16", "bfloat16", "uint8")
 #: ``augment.std`` of a batch of pixels as they are (0..255): the only normalisation
@@ -45,6 +46,8 @@ class SplitAugment:
     ``op`` naming it), then ``ops`` applied in the listed order (name -> parameters;
     ``null`` disables one; an ``op`` key names the op when the name is only a label), then
     the ``batch`` stage's ops on whole batches (mixup/cutmix, random erasing), same form.
+    ``views``: several views of each sample, each group of them a change of ``crop`` and
+    ``ops`` (:mod:`dali_pipes.augment.views`); None: one image per sample.
 
     Turned into a :class:`~dali_pipes.augment.Pipeline` by :class:`AugmentSpec`, which
     knows the split's key for error messages.
@@ -53,6 +56,7 @@ class SplitAugment:
     crop: Any = field(default_factory=lambda: {"op": "random_resized_crop"})
     ops: Any = field(default_factory=lambda: {"hflip": {"p": 0.5}})
     batch: Any = field(default_factory=dict)
+    views: Any = None
 
 
 def _default_val() -> SplitAugment:
@@ -103,19 +107,34 @@ class AugmentSpec:
         object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
         from dali_pipes.augment import parse_pipeline
         from dali_pipes.augment.batch import batch_config, parse_batch
+        from dali_pipes.augment.views import parse_views, single
 
         splits = (("train", self.train), ("val", self.val))
         pipelines = {
             split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}") for split, aug in splits
         }
         batches = {split: parse_batch(aug.batch, f"augment.{split}.batch") for split, aug in splits}
+        views: dict[str, tuple[Views, Any]] = {}
+        for split, aug in splits:
+            if aug.views is None:
+                views[split] = (single(pipelines[split]), None)
+                continue
+            views[split] = parse_views(pipelines[split], aug.views, f"augment.{split}")
+            require(
+                not batches[split][0],
+                f"augment.{split}.batch",
+                aug.batch,
+                "batch ops take one image per sample but the split has views; remove them",
+            )
         object.__setattr__(self, "_pipelines", pipelines)
         object.__setattr__(self, "_batches", batches)
+        object.__setattr__(self, "_views", {split: v for split, (v, _) in views.items()})
         # Keep the canonical form (every parameter given), so equal pipelines compare equal.
         for split, pipeline in pipelines.items():
             crop, ops = pipeline.config()
             batch = batch_config(*batches[split])
-            object.__setattr__(self, split, SplitAugment(crop=crop, ops=ops, batch=batch))
+            canonical = SplitAugment(crop=crop, ops=ops, batch=batch, views=views[split][1])
+            object.__setattr__(self, split, canonical)
             if self.dtype == "uint8":
                 for op in batches[split][0]:
                     require(
@@ -132,12 +151,29 @@ class AugmentSpec:
         return self.dtype != "uint8"
 
     def pipeline(self, train: bool) -> Pipeline:
-        """The split's crop and ops, validated."""
-        return self._pipelines["train" if train else "val"]  # type: ignore[attr-defined]
+        """The split's crop and ops, validated; refused (one line) for a split with views,
+        whose every view has a pipeline of its own (:meth:`views`)."""
+        split = "train" if train else "val"
+        if self.multi_view(train):
+            raise ConfigError(
+                f"augment.{split} makes {len(self.views(train))} views of each sample "
+                f"({', '.join(self.views(train).names)}); this needs one image per sample: "
+                "choose an augment without views"
+            )
+        return self._pipelines[split]  # type: ignore[attr-defined]
+
+    def views(self, train: bool) -> Views:
+        """The split's views (a plain split: its pipeline as the one view)."""
+        return self._views["train" if train else "val"]  # type: ignore[attr-defined]
+
+    def multi_view(self, train: bool) -> bool:
+        """Whether the split has ``views``: its batches hold a list of view tensors."""
+        return (self.train if train else self.val).views is not None
 
     def out_size(self, train: bool, epoch: int = 0) -> int:
-        """The side of the split's output images in ``epoch`` (a resolution schedule moves it)."""
-        return self.pipeline(train).crop.size_at(epoch)
+        """The side of the split's output images in ``epoch`` (a resolution schedule moves
+        it); of its first view for a split with views."""
+        return self.views(train).pipelines[0].crop.size_at(epoch)
 
     def out_shape(self, train: bool, epoch: int = 0) -> tuple[int, int]:
         """(height, width) of the split's output images in ``epoch`` (not square after a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +18,20 @@ from dali_pipes.data.sampling import RankSampler, StreamSampler, sampler_for
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
 
-__all__ = ["BadFiles", "Batch", "EpochPlan", "Loader", "loader_devices"]
+__all__ = ["BadFiles", "Batch", "EpochPlan", "Images", "Loader", "each_view", "loader_devices"]
 
+#: A batch's images: one ``[N, 3, H, W]`` tensor, or for a split with views
+#: (:mod:`dali_pipes.augment.views`) a list of them, one per view, in the configured order.
+Images = torch.Tensor | list[torch.Tensor]
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
-#: targets ``[N, num_classes]`` after mixup/cutmix).
-Batch = tuple[torch.Tensor, torch.Tensor]
+#: targets ``[N, num_classes]`` after mixup/cutmix); the images are :data:`Images`, typed
+#: ``Any`` so that a loop over a plain split's batches uses them as the tensor they are.
+Batch = tuple[Any, torch.Tensor]
+
+
+def each_view(fn: Callable[[torch.Tensor], torch.Tensor], images: Images) -> Images:
+    """``fn`` applied to a batch's images, or to each view's tensor."""
+    return [fn(view) for view in images] if isinstance(images, list) else fn(images)
 
 
 #: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.
@@ -318,6 +327,7 @@ class Loader(DataLoaderAttributes, ABC):
         def staged() -> Iterator[Batch]:
             for k, (images, labels) in enumerate(batches, start=plan.first):
                 if stage is not None:
+                    assert isinstance(images, torch.Tensor)  # a split with views has no stage
                     images, labels = stage(images, labels, epoch=plan.epoch, position=k)
                 if run is not None:
                     run.yielded += 1

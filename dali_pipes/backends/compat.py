@@ -37,7 +37,7 @@ from dali_pipes.data.interface import Labelled, Source
 from dali_pipes.data.sampling import RankSampler
 from dali_pipes.image.decode import decode_bytes
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+Batch = tuple[Any, torch.Tensor]  # images (or a list of views), labels
 
 
 class _Owner(Protocol):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.base import Batch
+from dali_pipes.backends.base import Batch, Images, each_view
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -57,8 +57,9 @@ def pixels(images: torch.Tensor, augment: AugmentSpec) -> torch.Tensor:
 
 class Handover:
     """Hands a loader's CPU-made batches over on ``device``, with ``prepare`` (if any)
-    applied to the images: the one hand-over of every placement that makes batches on the
-    CPU for a model on the GPU (torch workers, the RAM cache). A loader keeps one.
+    applied to the images (to each view's of a batch of views): the one hand-over of every
+    placement that makes batches on the CPU for a model on the GPU (torch workers, the RAM
+    cache). A loader keeps one.
 
     On CUDA each batch is copied and prepared on a side stream while the training step
     consumes the previous one. The side stream is made at the first epoch and serves every
@@ -92,12 +93,19 @@ class Handover:
             return self._plain(batches)
         return self._ahead(batches, self.side_stream())
 
-    def _prepared(self, images: torch.Tensor) -> torch.Tensor:
-        return images if self.prepare is None else self.prepare(images)
+    def _ready(self, images: Images) -> Images:
+        """On the device (a no-op where they are), prepared; each view of a batch of views."""
+        device, prepare = self.device, self.prepare
+
+        def one(x: torch.Tensor) -> torch.Tensor:
+            x = x.to(device, non_blocking=True)
+            return x if prepare is None else prepare(x)
+
+        return each_view(one, images)
 
     def _plain(self, batches: Iterable[Batch]) -> Iterator[Batch]:
         for images, labels in batches:
-            yield self._prepared(images.to(self.device)), labels.to(self.device)
+            yield self._ready(images), labels.to(self.device)
 
     def _ahead(self, batches: Iterable[Batch], stream: torch.cuda.Stream) -> Iterator[Batch]:
         device = self.device
@@ -109,16 +117,17 @@ class Handover:
             except StopIteration:
                 return None
             with torch.cuda.stream(stream):
-                images = images.to(device, non_blocking=True)
+                images = self._ready(images)
                 labels = labels.to(device, non_blocking=True)
-                return self._prepared(images), labels
+                return images, labels
 
         upcoming = load()
         while upcoming is not None:
             current = torch.cuda.current_stream(device)
             current.wait_stream(stream)
             images, labels = upcoming
-            images.record_stream(current)  # the caching allocator must not reuse them early
+            for view in images if isinstance(images, list) else [images]:
+                view.record_stream(current)  # the caching allocator must not reuse them early
             labels.record_stream(current)
             upcoming = load()
             yield images, labels

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.augment.geometry_torch import apply_row
-from dali_pipes.backends.base import Batch, EpochPlan, Loader, loader_devices
+from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.interface import images_of
@@ -36,7 +36,7 @@ Failed = tuple[tuple[str, str], ...]  # (path, reason) of the bad files a sample
 
 
 class _Sample(NamedTuple):
-    image: torch.Tensor | None  # None: the file failed and is left out (on_error=drop)
+    image: Images | None  # None: the file failed and is left out (on_error=drop)
     label: int
     failed: Failed  # the bad files met: the sample's own (and its substitutes' that failed)
 
@@ -45,7 +45,8 @@ class _Samples(Dataset[_Sample]):
     def __init__(self, spec: LoaderSpec) -> None:
         self.source = images_of(spec.source, "backend=torch decodes image files")
         self.labels = spec.source.labels
-        self.pipeline = spec.augment.pipeline(spec.train)
+        self.views = spec.augment.views(spec.train)
+        self.multi_view = spec.augment.multi_view(spec.train)
         self.seed = spec.sampling.seed
         self.policy = spec.policy
         self.max_pixels = spec.max_pixels
@@ -64,23 +65,25 @@ class _Samples(Dataset[_Sample]):
     def _sample(self, key: Key, blob: Blob) -> _Sample:
         index, epoch, position = key
         failed: list[tuple[str, str]] = []
-        filled = self.policy.fill(  # a bad sample's slot: a substitute (skip), or nothing
+        # A bad sample's slot: a substitute (skip), or nothing.
+        filled: tuple[int, Images] | None = self.policy.fill(
             index,
             self._augmented(index, blob, epoch, failed),
             (epoch, position, len(self.source)),
             lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
             self.source.name,
         )
-        image = None
+        image: Images | None = None
         if filled is not None:
             index, image = filled
         return _Sample(image, int(self.labels[index]), tuple(failed))
 
     def _augmented(
         self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]
-    ) -> torch.Tensor | None:
-        """Sample ``index`` decoded and augmented; None (added to ``failed``, sent back to
-        the loader with the batch) when its file is bad under on_error=skip|drop."""
+    ) -> Images | None:
+        """Sample ``index`` decoded once and augmented (each view cut from the one decode);
+        None (added to ``failed``, sent back to the loader with the batch) when its file is
+        bad under on_error=skip|drop."""
         path = self.source.name(index)
         image = self.policy.attempt(
             path,
@@ -90,8 +93,12 @@ class _Samples(Dataset[_Sample]):
         if image is None:
             return None
         ids = self.source.identity([index])
-        draw = self.pipeline.draw([image.shape[-2:]], ids, self.seed, epoch)
-        return self.pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
+        draws = self.views.draw([image.shape[-2:]], ids, self.seed, epoch)
+        views = [
+            pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
+            for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
+        ]
+        return views if self.multi_view else views[0]
 
 
 class _PlannedBatches(Sampler[list[Key]]):
@@ -112,14 +119,18 @@ class _PlannedBatches(Sampler[list[Key]]):
 
 
 class _Collated(NamedTuple):
-    images: torch.Tensor
+    images: Images
     labels: torch.Tensor
     failed: list[tuple[str, str]]  # (path, reason) of the bad files met
 
 
 def _collate(samples: list[_Sample]) -> _Collated:
     good = [s.image for s in samples if s.image is not None]
-    images = torch.stack(good) if good else torch.empty(0, dtype=torch.uint8)
+    images: Images = torch.empty(0, dtype=torch.uint8)
+    if good and isinstance(good[0], list):  # views: one tensor per view
+        images = [torch.stack([views[v] for views in good]) for v in range(len(good[0]))]
+    elif good:
+        images = torch.stack(good)  # type: ignore[arg-type]
     labels = torch.tensor([s.label for s in samples if s.image is not None], dtype=torch.int64)
     return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 

@@ -102,6 +102,20 @@ def to_spec(node: Any, kind: type[T]) -> T:
     return obj
 
 
+def one_view(cfg: DictConfig, tool: str) -> None:
+    """Refuse, in one line, a training split with views for ``tool``, which trains a
+    classifier on one image per sample."""
+    augment = to_spec(cfg.augment, AugmentSpec)
+    if augment.multi_view(True):
+        names = augment.views(True).names
+        raise ConfigError(
+            f"augment.train.views: {tool} trains on one image per sample, but this augment "
+            f"makes {len(names)} views of each ({', '.join(names)}) for self-supervised "
+            "training; train on them in a loop of your own (docs/self-supervised.md, "
+            "examples/self_supervised.py), or choose an augment without views"
+        )
+
+
 def check_augment(cfg: DictConfig) -> None:
     """Validate the augment node now, so an unknown op, an unknown parameter or a value out
     of range fails at composition, before data or models are touched."""

@@ -1,4 +1,4 @@
-"""DALI's antialiased linear resize of a crop window, as one compiled CPU kernel.
+"""DALI's antialiased linear (and cubic) resize of a crop window, as one compiled CPU kernel.
 
 The DALI CPU pipeline resizes every decoded crop window to the output size. DALI's own CPU
 ``fn.resize`` is a large share of a CPU batch; its maintainers say the CPU implementation
@@ -12,7 +12,10 @@ fraction of the time (benchmarks/RESULTS.md, "the resize as a compiled kernel"):
   when enlarging, normalised to sum 1;
 - taps past the window's edge read the edge pixel (DALI clamps; torchvision instead drops
   them and renormalises, see :mod:`dali_pipes.augment.geometry_torch`);
-- rows first into a float32 line, then columns, rounded once to uint8.
+- rows first into a float32 line, then columns, rounded once to uint8;
+- ``cubic``: the same with Keys' cubic kernel (a = -0.5) reaching twice as far, DALI's
+  ``INTERP_CUBIC`` with antialiasing (a bicubic crop, DINO's); its negative lobes may
+  overshoot, so values are clamped.
 
 It agrees with DALI's ``fn.resize`` to within one grey level on rare pixels (float
 summation order); ``tests/unit/image/test_resample.py`` holds it to that. The GPU keeps DALI's
@@ -34,12 +37,24 @@ _jit = caching_jit()
 
 
 @_jit
-def _taps(n_in: int, start: float, end: float, n_out: int) -> Any:
+def _cubic(d: float) -> float:
+    """Keys' cubic convolution kernel with a = -0.5 (DALI's and PIL's bicubic) at ``d``."""
+    d = abs(d)
+    if d < 1.0:
+        return (1.5 * d - 2.5) * d * d + 1.0
+    if d < 2.0:
+        return ((-0.5 * d + 2.5) * d - 4.0) * d + 2.0
+    return 0.0
+
+
+@_jit
+def _taps(n_in: int, start: float, end: float, n_out: int, cubic: bool) -> Any:
     """Each output line's taps along one axis: indices clamped to ``[0, n_in)``, normalised
     weights (``[n_out, T]`` each, the nonzero ones first) and how many are nonzero."""
     scale = (end - start) / n_out
     support = max(abs(scale), 1.0)
-    reach = math.ceil(support) + 1
+    radius = 2.0 if cubic else 1.0  # the filter's reach in output pixels
+    reach = math.ceil(radius * support) + 1
     width = 2 * reach + 1
     index = np.zeros((n_out, width), np.int32)
     weight = np.zeros((n_out, width), np.float32)
@@ -51,8 +66,10 @@ def _taps(n_in: int, start: float, end: float, n_out: int) -> Any:
         n = 0
         for t in range(width):
             tap = first + t
-            w = 1.0 - abs(tap + 0.5 - centre) / support
-            if w > 0.0:
+            d = abs(tap + 0.5 - centre) / support
+            w = _cubic(d) if cubic else 1.0 - d
+            keep = w != 0.0 if cubic else w > 0.0
+            if keep:
                 index[j, n] = min(max(tap, 0), n_in - 1)
                 weight[j, n] = w
                 total += w
@@ -64,13 +81,14 @@ def _taps(n_in: int, start: float, end: float, n_out: int) -> Any:
 
 
 @_jit
-def resize_window(image: Any, start: Any, end: Any, out: Any) -> None:
+def resize_window(image: Any, start: Any, end: Any, out: Any, cubic: bool = False) -> None:
     """Resize the region ``start``..``end`` (y, x; window pixels, fractional) of ``image``
-    (uint8 ``[h, w, c]``) into ``out`` (uint8 ``[oh, ow, c]``)."""
+    (uint8 ``[h, w, c]``) into ``out`` (uint8 ``[oh, ow, c]``); ``cubic``: Keys' cubic
+    filter (a = -0.5, reach 2 output pixels) instead of the triangle."""
     h, w, channels = image.shape
     oh, ow, _ = out.shape
-    rows, row_w, row_n = _taps(h, start[0], end[0], oh)
-    cols, col_w, col_n = _taps(w, start[1], end[1], ow)
+    rows, row_w, row_n = _taps(h, start[0], end[0], oh, cubic)
+    cols, col_w, col_n = _taps(w, start[1], end[1], ow, cubic)
     flat = image.reshape(h, w * channels)
     line = np.empty(w * channels, np.float32)
     for j in range(oh):
@@ -106,18 +124,22 @@ def resize_window(image: Any, start: Any, end: Any, out: Any) -> None:
                 out[j, i, c] = min(max(round(acc), 0), 255)
 
 
-def _resize_one(image: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.ndarray) -> Any:
+def _resize_one(
+    image: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.ndarray, cubic: bool
+) -> Any:
     out = np.empty((int(size[0]), int(size[1]), image.shape[2]), dtype=np.uint8)
-    resize_window(image, start, end, out)
+    resize_window(image, start, end, out, cubic)
     return out
 
 
-def _resize_share(args: tuple[list[Any], ...], out: list[Any], first: int, step: int) -> None:
+def _resize_share(
+    args: tuple[list[Any], ...], out: list[Any], first: int, step: int, cubic: bool
+) -> None:
     """Samples ``first``, ``first + step``, ... of a batch into ``out`` (one thread's share:
     strided, so the large and small windows spread evenly)."""
     images, starts, ends, sizes = args
     for k in range(first, len(images), step):
-        out[k] = _resize_one(images[k], starts[k], ends[k], sizes[k])
+        out[k] = _resize_one(images[k], starts[k], ends[k], sizes[k], cubic)
 
 
 class WindowResize:
@@ -140,20 +162,28 @@ class WindowResize:
     def __call__(
         self, images: list[Any], starts: list[Any], ends: list[Any], sizes: list[Any]
     ) -> list[np.ndarray]:
-        args = (images, starts, ends, sizes)
-        out: list[Any] = [None] * len(images)
+        return self._resize((images, starts, ends, sizes), cubic=False)
+
+    def cubic(
+        self, images: list[Any], starts: list[Any], ends: list[Any], sizes: list[Any]
+    ) -> list[np.ndarray]:
+        """The same with Keys' cubic filter (a bicubic crop: DINO's)."""
+        return self._resize((images, starts, ends, sizes), cubic=True)
+
+    def _resize(self, args: tuple[list[Any], ...], cubic: bool) -> list[np.ndarray]:
+        out: list[Any] = [None] * len(args[0])
         shares: list[Future[None]] = []
         with self._lock:
             if self._pool is not None:
                 try:
                     shares = [
-                        self._pool.submit(_resize_share, args, out, k, self._threads)
+                        self._pool.submit(_resize_share, args, out, k, self._threads, cubic)
                         for k in range(self._threads)
                     ]
                 except RuntimeError:  # the interpreter is exiting: its pools take no work
                     shares = []
         if not shares:  # a batch DALI still runs while the loader closes: done inline
-            _resize_share(args, out, 0, 1)
+            _resize_share(args, out, 0, 1, cubic)
         for share in shares:
             share.result()
         return out

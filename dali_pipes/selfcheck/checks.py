@@ -86,10 +86,18 @@ class Setup:
 
 
 def batches(loader: Any, epoch: int = EPOCH) -> torch.Tensor:
-    """One epoch of ``loader`` as float32 on the CPU (the loader closed after)."""
+    """One epoch of ``loader`` as float32 on the CPU (the loader closed after); a batch of
+    views as their values one after the other (they differ in size)."""
     with loader:
         loader.set_epoch(epoch)
-        return torch.cat([images.float().cpu() for images, _ in loader])
+        return torch.cat([flat(images).float().cpu() for images, _ in loader])
+
+
+def flat(images: Any) -> torch.Tensor:
+    """A batch's images as they are, or a batch of views flattened into one tensor."""
+    if isinstance(images, list):
+        return torch.cat([view.flatten() for view in images])
+    return torch.as_tensor(images)
 
 
 def compare(name: str, a: torch.Tensor, b: torch.Tensor, bound: Bound, note: str = "") -> Result:
@@ -177,13 +185,13 @@ def preset_cases() -> list[tuple[str, str]]:
     for preset in sorted(
         names, key=lambda name: name != "imagenet"
     ):  # imagenet speaks for its kind
-        val = to_spec(compose_config([f"augment={preset}"]).augment, AugmentSpec).pipeline(False)
-        seen.setdefault(repr(val.config()), preset)
+        val = to_spec(compose_config([f"augment={preset}"]).augment, AugmentSpec).val
+        seen.setdefault(repr(val), preset)
     return [(preset, "train") for preset in names] + [(p, "val") for p in seen.values()]
 
 
 def _reaches_equalize(spec: LoaderSpec) -> bool:
-    ops = spec.augment.pipeline(spec.train).ops
+    ops = spec.augment.views(spec.train).ops
     return any(isinstance(op, SlotOp) and _EQUALIZE in op.kinds() for op in ops)
 
 
@@ -192,7 +200,7 @@ def _gpu_vs_twin(spec: LoaderSpec) -> tuple[Bound, bool]:
     the ops), and whether it is provisional (not yet measured on a GPU): for the policies,
     the GPU RandAugment test's, widened by Equalize's where it is reached."""
     decode = DALI_GPU_VS_CPU[False]
-    if not any(isinstance(op, SlotOp) for op in spec.augment.pipeline(spec.train).ops):
+    if not any(isinstance(op, SlotOp) for op in spec.augment.views(spec.train).ops):
         return decode, False
     if _reaches_equalize(spec):
         return GPU_POLICY_VS_CPU.widen(OPERATION["Equalize"]), True
@@ -209,8 +217,9 @@ def augmentation(setup: Setup) -> list[Result]:
     for preset, split in cases:
         name = f"augment={preset} {split}"
         spec = setup.spec(preset, "dali", "cpu", split)
-        ops = [op.name for op in spec.augment.pipeline(spec.train).ops]
-        bound = pipeline_bound(ops, shipped=True)
+        views = spec.augment.views(spec.train)
+        ops = [op.name for op in views.ops]
+        bound = pipeline_bound(ops, shipped=True, cubic=views.cubic)
         if bound is None:
             results.append(not_run(name, f"no recorded bound for its ops {ops}"))
             continue

@@ -211,29 +211,85 @@ class Candidate:
     default: bool = False
 
 
-def baseline(
-    source: Source, augment: AugmentSpec, batch: int, workers: int, cuda: bool
-) -> Callable[[], Iterable[Any]]:
-    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
-    as torchvision v2 transforms (each op's ``torchvision()``)."""
-    from torch.utils.data import DataLoader
-    from torchvision import datasets
+class ViewsTransform:
+    """The recipe's own multi-view transform: each view's torchvision pipeline applied to
+    the one decoded image (what lightly's ``MultiViewTransform`` and DINO's
+    ``DataAugmentationDINO`` do), a list of tensors, globals first."""
+
+    def __init__(self, transforms: list[Any]) -> None:
+        self.transforms = transforms
+
+    def __call__(self, image: Any) -> list[Any]:
+        return [transform(image) for transform in self.transforms]
+
+
+class PilGaussianBlur:
+    """The self-supervised recipes' own blur (DINO's ``utils.GaussianBlur``, lightly's and
+    VISSL's alike): with probability ``p``, PIL's ``GaussianBlur`` with a radius drawn from
+    ``sigma``. PIL approximates the Gaussian by box blurs: faster than torchvision's exact
+    23 x 23 convolution, not the same pixels."""
+
+    def __init__(self, p: float, sigma: tuple[float, float]) -> None:
+        self.p, self.sigma = p, sigma
+
+    def __call__(self, image: Any) -> Any:
+        import random
+
+        from PIL import ImageFilter
+
+        if random.random() >= self.p:
+            return image
+        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(*self.sigma)))
+
+
+def _step(op: Any, recipe: bool) -> Any:
+    """An op as the baseline writes it: its ``torchvision()``; with ``recipe``, Gaussian
+    blur as the recipes write it (:class:`PilGaussianBlur`)."""
+    from dali_pipes.augment.ops.gaussian_blur import GaussianBlur
+
+    if recipe and isinstance(op, GaussianBlur):
+        return PilGaussianBlur(op.p, op.sigma)
+    return op.torchvision()
+
+
+def baseline_transform(augment: AugmentSpec, recipe: bool = False) -> Any:
+    """The training split as torchvision v2 transforms on PIL images, normalised: each op's
+    ``torchvision()`` (``recipe``: the recipes' PIL blur instead of torchvision's); for a
+    split with views, a :class:`ViewsTransform` of them."""
     from torchvision.transforms import v2
 
+    tail = [
+        v2.PILToTensor(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(augment.mean, augment.std),
+    ]
     try:
-        steps = augment.pipeline(True).torchvision()
+        views = [
+            v2.Compose([p.crop.torchvision(), *(_step(op, recipe) for op in p.ops), *tail])
+            for p in augment.views(True).pipelines
+        ]
     except NotImplementedError as exc:
         raise DaliPipesError(
             f"bench baseline: {exc}; leave baseline out of bench.candidates"
         ) from None
-    transform = v2.Compose(
-        [
-            *steps,
-            v2.PILToTensor(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(augment.mean, augment.std),
-        ]
-    )
+    return ViewsTransform(views) if augment.multi_view(True) else views[0]
+
+
+def baseline(
+    source: Source,
+    augment: AugmentSpec,
+    batch: int,
+    workers: int,
+    cuda: bool,
+    recipe: bool = False,
+) -> Callable[[], Iterable[Any]]:
+    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
+    as torchvision v2 transforms (:func:`baseline_transform`; ``recipe``: with the
+    self-supervised recipes' PIL blur)."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets
+
+    transform = baseline_transform(augment, recipe)
     dataset = datasets.ImageFolder(source.root, transform=transform)
     loader = DataLoader(
         dataset,
@@ -247,7 +303,10 @@ def baseline(
     def epoch() -> Iterable[Any]:
         for images, labels in loader:
             if cuda:  # the copy the user's loop would make
-                images = images.cuda(non_blocking=True)
+                if isinstance(images, list):
+                    images = [view.cuda(non_blocking=True) for view in images]
+                else:
+                    images = images.cuda(non_blocking=True)
                 labels = labels.cuda(non_blocking=True)
             yield images, labels
 
@@ -296,12 +355,13 @@ def packed(cfg: DictConfig, where: str) -> ImageSource:
     return open_shards(ShardData(root=where), "train")
 
 
-def _baseline(run: BenchRun) -> Measurement:
+def _baseline(run: BenchRun, recipe: bool = False) -> Measurement:
     s = run.spec
+    name = "baseline-recipe" if recipe else "baseline"
     return run.on_folder(
-        "baseline",
+        name,
         lambda _: run.timed(
-            "baseline", baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda)
+            name, baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda, recipe)
         ),
     )
 
@@ -314,6 +374,11 @@ CANDIDATES: dict[str, Candidate] = {
             "torchvision ImageFolder + PIL + the same ops as v2 transforms + DataLoader",
             _baseline,
             default=True,
+        ),
+        Candidate(
+            "baseline-recipe",
+            "the baseline with Gaussian blur as the self-supervised recipes write it (PIL's)",
+            lambda r: _baseline(r, recipe=True),
         ),
         Candidate(
             "torch",

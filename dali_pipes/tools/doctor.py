@@ -43,7 +43,7 @@ from dali_pipes.backends.specs import (
 from dali_pipes.config import cli
 from dali_pipes.config.loaders import devices_of
 from dali_pipes.config.schemas import DoctorSpec
-from dali_pipes.config.specs import loader_spec, to_spec
+from dali_pipes.config.specs import loader_spec, one_view, to_spec
 from dali_pipes.data.files import write_text
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devices
@@ -338,6 +338,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     """Measure how input-bound training on ``cfg`` is (the step on synthetic data against
     the step fed by the loader), tune the loader and compare placements; return the report."""
     doctor = to_spec(cfg.doctor, DoctorSpec)
+    one_view(cfg, "python -m dali_pipes.doctor")
     spec = loader_spec(cfg, "train", rank=0, world_size=1)
     backend = spec.backend
     if isinstance(backend, SyntheticBackend):

@@ -50,7 +50,7 @@ class FeedOnly(DaliLoader):
     def _define(self) -> Any:
         from nvidia.dali import fn, pipeline_def
 
-        columns = FedColumns.of(self.spec.augment.pipeline(self.spec.train))
+        columns = FedColumns.of_split(self.spec.augment, self.spec.train)
 
         def graph() -> tuple[Any, ...]:
             fed = fed_nodes(self._feed, columns)

@@ -7,6 +7,8 @@ Writes one PNG (``show.out``):
   un-normalised, one column per backend -- DALI on the GPU where there is one, DALI on the
   CPU, torch -- and the amplified difference between the first and the last column, with
   each sample's label under it (a soft target's two largest classes and their weights);
+  for a split with views (``augment=dino`` ...), each sample's views side by side, one row
+  per backend, and a row of their differences;
 - with ``show.run=<output_dir> show.step=<n>`` (``show.rank``), the batch that rank trained
   on at the run's step ``n``, from the run's saved config: the step is an epoch and a batch
   of that epoch (:meth:`~dali_pipes.config.trainer.TrainerSpec.step_at`), and every random
@@ -29,6 +31,7 @@ import torch
 from omegaconf import DictConfig
 
 from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.backends.base import Images, each_view
 from dali_pipes.backends.handover import pixels
 from dali_pipes.config import cli
 from dali_pipes.config.compose import compose_config, load_saved_config
@@ -48,10 +51,11 @@ COLUMNS = {"dali-gpu": ("dali", "gpu"), "dali-cpu": ("dali", "cpu"), "torch": ("
 
 @dataclass(frozen=True)
 class Shown:
-    """One column's batch as the loader yielded it (on the CPU) and where it came from."""
+    """One column's batch as the loader yielded it (on the CPU) and where it came from;
+    ``images`` a list of tensors, one per view, for a split with views."""
 
     column: str
-    images: torch.Tensor
+    images: Images
     labels: torch.Tensor
     classes: tuple[str, ...]
 
@@ -100,7 +104,7 @@ def batch_of(cfg: DictConfig, column: str, where: Where) -> Shown:
         batches = iter(loader)
         images, labels = next(batches)
         del batches
-        return Shown(column, images.cpu(), labels.cpu(), loader.classes)
+        return Shown(column, each_view(torch.Tensor.cpu, images), labels.cpu(), loader.classes)
 
 
 def preview(cfg: DictConfig, show: ShowSpec) -> list[Shown]:
@@ -151,10 +155,14 @@ def label_text(label: torch.Tensor, classes: tuple[str, ...]) -> str:
 
 def grid_rows(
     shown: list[Shown], augment: AugmentSpec, count: int, amplify: float
-) -> tuple[list[list[Tile]], list[str]]:
-    """Rows of the grid: each sample in every column, then the amplified difference
-    between the first and the last column; and the header."""
-    seen = [pixels(s.images, augment) for s in shown]
+) -> tuple[list[list[Tile]], list[str], list[str]]:
+    """Rows of the grid, the header and the rows' titles: each sample in every column,
+    then the amplified difference between the first and the last column; for a split
+    with views, each sample's views side by side in one row per column, and a row of their
+    differences."""
+    if isinstance(shown[0].images, list):
+        return _view_rows(shown, augment, count, amplify)
+    seen = [pixels(s.images, augment) for s in shown if isinstance(s.images, torch.Tensor)]
     header = [s.column for s in shown]
     rows = []
     for j in range(min(count, len(shown[0].labels))):
@@ -162,15 +170,45 @@ def grid_rows(
             Tile(p[j], label_text(s.labels[j], s.classes)) for s, p in zip(shown, seen, strict=True)
         ]
         if len(shown) > 1:
-            diff = (seen[0][j].int() - seen[-1][j].int()).abs()
-            amplified = (diff.float() * amplify).clamp(0, 255).to(torch.uint8)
-            row.append(
-                Tile(amplified, f"max {int(diff.max())}, mean {float(diff.float().mean()):.2f}")
-            )
+            row.append(_difference(seen[0][j], seen[-1][j], amplify))
         rows.append(row)
     if len(shown) > 1:
         header.append(f"|{shown[0].column} - {shown[-1].column}| x{amplify:g}")
-    return rows, header
+    return rows, header, []
+
+
+def _view_rows(
+    shown: list[Shown], augment: AugmentSpec, count: int, amplify: float
+) -> tuple[list[list[Tile]], list[str], list[str]]:
+    """A split with views: per sample, one row per column with the sample's views side by
+    side (its label under the first), then (several columns) the differences per view."""
+    seen = [[pixels(view, augment) for view in s.images] for s in shown]
+    names = augment.views(True).names
+    header = [
+        f"{name} {tuple(view.shape[-2:])}"
+        for name, view in zip(names, shown[0].images, strict=True)
+    ]
+    rows: list[list[Tile]] = []
+    titles: list[str] = []
+    for j in range(min(count, len(shown[0].labels))):
+        for s, views in zip(shown, seen, strict=True):
+            label = label_text(s.labels[j], s.classes)
+            rows.append([Tile(view[j], label if v == 0 else "") for v, view in enumerate(views)])
+            titles.append(f"{j}: {s.column}")
+        if len(shown) > 1:
+            first, last = seen[0], seen[-1]
+            rows.append(
+                [_difference(a[j], b[j], amplify) for a, b in zip(first, last, strict=True)]
+            )
+            titles.append(f"{j}: |{shown[0].column} - {shown[-1].column}| x{amplify:g}")
+    return rows, header, titles
+
+
+def _difference(a: torch.Tensor, b: torch.Tensor, amplify: float) -> Tile:
+    """The amplified absolute difference of two uint8 images, its figures under it."""
+    diff = (a.int() - b.int()).abs()
+    amplified = (diff.float() * amplify).clamp(0, 255).to(torch.uint8)
+    return Tile(amplified, f"max {int(diff.max())}, mean {float(diff.float().mean()):.2f}")
 
 
 def run_show(cfg: DictConfig) -> dict[str, Any]:
@@ -197,9 +235,11 @@ def run_show(cfg: DictConfig) -> dict[str, Any]:
         shown = preview(cfg, show)
         title = f"epoch {show.epoch}, the first {show.samples} samples of the training order"
     augment = to_spec(cfg.augment, AugmentSpec)
-    rows, header = grid_rows(shown, augment, show.samples, show.amplify)
-    save_png(draw_grid(rows, header, show.tile, title), out)
-    print(f"{len(rows)} samples x {len(shown)} backends written to {out}")
+    rows, header, titles = grid_rows(shown, augment, show.samples, show.amplify)
+    save_png(draw_grid(rows, header, show.tile, title, titles), out)
+    samples = min(show.samples, len(shown[0].labels))
+    views = f" x {len(shown[0].images)} views" if isinstance(shown[0].images, list) else ""
+    print(f"{samples} samples{views} x {len(shown)} backends written to {out}")
     return {"out": out, "shown": shown}
 
 

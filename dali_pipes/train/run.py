@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from dali_pipes.backends.handover import pixels
 from dali_pipes.config import cli
 from dali_pipes.config.loaders import build_loader, model_device
-from dali_pipes.config.specs import seed_of
+from dali_pipes.config.specs import one_view, seed_of
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data import files
 from dali_pipes.data.manifest import write_manifest
@@ -95,6 +95,7 @@ def _with_loader_memory_format(cfg: DictConfig, channels_last: bool) -> DictConf
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train ``cfg.model`` on ``cfg.data`` for ``cfg.trainer.epochs``; return the last row."""
     spec = trainer_spec(cfg.trainer)
+    one_view(cfg, "python -m dali_pipes.train")
     out = Path(str(cfg.output_dir)).expanduser()
     where = distributed.ranks()
     main = where.rank == 0

@@ -7,7 +7,8 @@ with the GPU's options -- with every operator on the CPU
 machine without a GPU, so only the operators' device implementations (and nvJPEG) stay
 for a GPU to exercise: ``python -m dali_pipes.selfcheck`` and the ``gpu`` tests.
 
-Every preset's twin (train and val), and ``data.cache=gpu``'s twin, must keep the per-op
+Every preset's twin (train and val; the self-supervised presets' views in
+tests/parity/test_view_parity.py), and ``data.cache=gpu``'s twin, must keep the per-op
 bounds of :mod:`dali_pipes.selfcheck.bounds` against the torch backend. One difference is
 by design: the GPU graph's equalize is DALI's, which builds its lookup table by OpenCV's
 rule, not PIL's (torchvision's). So the reference here is the torch backend with
@@ -118,7 +119,13 @@ def epoch_of(loader: Any, epoch: int) -> torch.Tensor:
         return torch.cat([images.float() for images, _ in loader])
 
 
-@pytest.mark.parametrize(("preset", "split"), preset_cases())
+def one_view(preset: str) -> bool:
+    """A preset whose training split makes one image per sample: the self-supervised ones
+    (several views) are compared view by view in tests/parity/test_view_parity.py."""
+    return compose_config([f"augment={preset}"]).augment.train.get("views") is None
+
+
+@pytest.mark.parametrize(("preset", "split"), [c for c in preset_cases() if one_view(c[0])])
 def test_each_presets_gpu_graph_run_as_its_cpu_twin_matches_torch(
     preset: str,
     split: str,

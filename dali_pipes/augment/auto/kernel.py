@@ -57,7 +57,7 @@ def _f32(x: Any) -> Any:
 
 
 @_jit
-def _fma32(a: Any, b: Any, c: Any) -> Any:
+def fma32(a: Any, b: Any, c: Any) -> Any:
     """float32 ``a * b + c`` rounded once (a product of float32s is exact in double)."""
     return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
 
@@ -73,9 +73,20 @@ def _to_uint8(x: Any) -> Any:
 
 
 @_jit
-def _gray(r: Any, g: Any, b: Any) -> Any:
+def gray(r: Any, g: Any, b: Any) -> Any:
     """``_rgb_to_grayscale_image`` in float32: ``r*0.2989`` then two fused multiply-adds."""
-    return _fma32(b, _f32(0.114), _fma32(g, _f32(0.587), _f32(r * _f32(0.2989))))
+    return fma32(b, _f32(0.114), fma32(g, _f32(0.587), _f32(r * _f32(0.2989))))
+
+
+@_jit
+def grey_mean(img: Any) -> Any:
+    """``adjust_contrast``'s centre: the mean of the floored grey image, as float32."""
+    h, w = img.shape[0], img.shape[1]
+    total = 0.0
+    for y in range(h):
+        for x in range(w):
+            total += math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
+    return np.float32(total / (h * w))
 
 
 @_jit
@@ -111,9 +122,9 @@ def _affine(out: Any, img: Any, p: Any) -> None:
                         acc1 += img[yy, xx, 1] * wt
                         acc2 += img[yy, xx, 2] * wt
             if fill != 0.0:  # torchvision: (v - fill) * mask + fill
-                acc0 = _fma32(acc0 - fill, mask, fill)
-                acc1 = _fma32(acc1 - fill, mask, fill)
-                acc2 = _fma32(acc2 - fill, mask, fill)
+                acc0 = fma32(acc0 - fill, mask, fill)
+                acc1 = fma32(acc1 - fill, mask, fill)
+                acc2 = fma32(acc2 - fill, mask, fill)
             out[y, x, 0] = np.rint(acc0)
             out[y, x, 1] = np.rint(acc1)
             out[y, x, 2] = np.rint(acc2)
@@ -125,19 +136,15 @@ def _blend_pixels(out: Any, img: Any, factor: Any, inv: Any, kind: int) -> None:
     h, w = img.shape[0], img.shape[1]
     other = np.float32(0.0)
     if kind == CONTRAST:
-        total = 0.0
-        for y in range(h):
-            for x in range(w):
-                total += math.floor(_gray(img[y, x, 0], img[y, x, 1], img[y, x, 2]))
-        other = np.float32(total / (h * w))
+        other = grey_mean(img)
     for y in range(h):
         for x in range(w):
             if kind == COLOR:
-                other = np.float32(math.floor(_gray(img[y, x, 0], img[y, x, 1], img[y, x, 2])))
+                other = np.float32(math.floor(gray(img[y, x, 0], img[y, x, 1], img[y, x, 2])))
             for c in range(3):
                 scaled = np.float32(img[y, x, c] * factor)
                 if kind != BRIGHTNESS:
-                    scaled = _fma32(other, inv, scaled)
+                    scaled = fma32(other, inv, scaled)
                 out[y, x, c] = _to_uint8(scaled)
 
 
@@ -157,7 +164,7 @@ def _sharpness(out: Any, img: Any, inv: Any) -> None:
                     for dx in range(-1, 2):
                         s += img[y + dy, x + dx, c] * (b if dy == 0 and dx == 0 else a)
                 blurred = np.float32(np.rint(s))
-                out[y, x, c] = _to_uint8(_fma32(blurred - v, inv, v))
+                out[y, x, c] = _to_uint8(fma32(blurred - v, inv, v))
 
 
 @_jit
@@ -251,21 +258,23 @@ def _call_run_slot(out: Any, img: Any, p: Any) -> None:
     run_slot(out, img, p)
 
 
-_OPERATOR: Any = None
+_OPERATORS: dict[Any, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _operator() -> Any:
-    """DALI's numba operator, built once per process: building one compiles its wrappers
-    (seconds), and an instance can be called in any number of pipelines."""
-    global _OPERATOR
+def per_sample_operator(run_fn: Any) -> Any:
+    """DALI's numba operator calling ``run_fn(out, img, p)`` per sample (``out`` and ``img``
+    float32 HWC pixels of one shape, ``p`` a float64 row), built once per process and
+    kernel: building one compiles its wrappers (seconds), and an instance can be called in
+    any number of pipelines. ``run_fn`` is a plain module-level function (DALI's AutoGraph
+    must not convert it) that calls the cached kernel."""
     with _LOCK:
-        if _OPERATOR is None:
+        if run_fn not in _OPERATORS:
             from nvidia.dali import types
             from nvidia.dali.plugin.numba import NumbaFunction
 
-            _OPERATOR = NumbaFunction(
-                run_fn=_call_run_slot,
+            _OPERATORS[run_fn] = NumbaFunction(
+                run_fn=run_fn,
                 setup_fn=_same_shape,
                 out_types=[types.FLOAT],
                 in_types=[types.FLOAT, types.FLOAT64],
@@ -273,14 +282,20 @@ def _operator() -> Any:
                 ins_ndim=[3, 1],
                 batch_processing=False,
             )
-        return _OPERATOR
+        return _OPERATORS[run_fn]
 
 
-def apply(images: Any, packed: Any) -> Any:
-    """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
+def apply_kernel(what: str, run_fn: Any, images: Any, packed: Any) -> Any:
+    """The DALI CPU node running ``run_fn`` (:func:`per_sample_operator`) on each sample of
+    ``images`` (float32 HWC pixels) with its row of ``packed``; refused for GPU nodes."""
     from nvidia.dali import fn
 
     from dali_pipes.augment.dali_ops import require_cpu
 
-    require_cpu("the auto-augment slot kernel", images, packed)
-    return fn.reshape(_operator()(images, packed), layout="HWC")
+    require_cpu(what, images, packed)
+    return fn.reshape(per_sample_operator(run_fn)(images, packed), layout="HWC")
+
+
+def apply(images: Any, packed: Any) -> Any:
+    """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
+    return apply_kernel("the auto-augment slot kernel", _call_run_slot, images, packed)

@@ -5,6 +5,9 @@ torchvision ``ColorJitter(brightness, contrast, saturation, hue)`` semantics: a 
 is the range itself; the four adjustments run in a random order per sample; a component
 whose range is the identity is skipped. ``p`` < 1 applies the whole jitter with that
 probability (``RandomApply([ColorJitter(...)], p)``, as SimCLR-style recipes do).
+
+DALI's GPU realisation is DALI arithmetic with conditionals; on the CPU each sample's
+jitter is one compiled kernel (:mod:`dali_pipes.augment.ops.cpu_kernels`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,32 @@ from dali_pipes.augment.auto.slots import select
 from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op, span
 
 _PARTS = ("brightness", "contrast", "saturation", "hue")
+#: One sample's row for the CPU kernel (:mod:`~dali_pipes.augment.ops.cpu_kernels`).
+FIELDS = (
+    "apply",
+    "at0",
+    "at1",
+    "at2",
+    "at3",
+    "brightness",
+    "contrast",
+    "contrast_inv",
+    "saturation",
+    "saturation_inv",
+    "hue",
+    "skipped",
+)
+
+
+def pack(params: Params, skipped: tuple[bool, ...]) -> np.ndarray:
+    """The batch's rows of :data:`FIELDS` (what both DALI realisations are fed) from the
+    op's parameters; ``skipped``: per component (brightness, contrast, saturation, hue)
+    whether its range is the identity, as bits (torchvision skips those)."""
+    rows = np.empty((len(params["apply"]), len(FIELDS)), dtype=np.float64)
+    for i, name in enumerate(FIELDS[:-1]):
+        rows[:, i] = params[name]
+    rows[:, -1] = sum(1 << i for i, skip in enumerate(skipped) if skip)
+    return rows
 
 
 def _unchanged(images: Any) -> Any:
@@ -71,6 +100,7 @@ class ColorJitter(Op):
             if part in ("contrast", "saturation"):  # torchvision: 1 - factor in double
                 params[f"{part}_inv"] = (1.0 - factor.astype(np.float64)).astype(np.float32)
         params["apply"] = u[:, 8] < self.p
+        params["packed"] = pack(params, tuple(rng is None for rng in self.ranges))
         return params
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
@@ -94,41 +124,55 @@ class ColorJitter(Op):
         return image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        if all(rng is None for rng in self.ranges):
+            return images
+        packed = p["packed"]
+        if not ctx.gpu_graph:  # one compiled kernel per sample (imports numba: CPU only)
+            from dali_pipes.augment.ops import cpu_kernels
+
+            return cpu_kernels.jitter(images, packed)
         if self.p < 1.0:
-            if p["apply"]:
-                images = self._jitter(images, p, ctx)
+            if packed[FIELDS.index("apply")] > 0.5:
+                images = self._jitter(images, packed, ctx)
         else:
-            images = self._jitter(images, p, ctx)
+            images = self._jitter(images, packed, ctx)
         return images
 
-    def _jitter(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+    def _jitter(self, images: Any, packed: Any, ctx: Context) -> Any:
+        from nvidia.dali import fn, types
+
+        def field(name: str) -> Any:
+            """A field of the packed row as a float32 operand beside the images."""
+            return ctx.operand(fn.cast(packed[FIELDS.index(name)], dtype=types.FLOAT))
+
         def part(index: int) -> Any:
             def run(x: Any) -> Any:
                 if index == 0:
-                    return dali_ops.brightness(x, ctx.operand(p["brightness"]))
+                    return dali_ops.brightness(x, field("brightness"))
                 if index == 1:
-                    inv = ctx.operand(p["contrast_inv"])
-                    return dali_ops.contrast(x, ctx.operand(p["contrast"]), inv, ctx)
+                    inv = field("contrast_inv")
+                    return dali_ops.contrast(x, field("contrast"), inv, ctx)
                 if index == 2:
-                    inv = ctx.operand(p["saturation_inv"])
-                    return dali_ops.saturation(x, ctx.operand(p["saturation"]), inv, ctx)
-                return dali_ops.hue(x, ctx.operand(p["hue"]))
+                    inv = field("saturation_inv")
+                    return dali_ops.saturation(x, field("saturation"), inv, ctx)
+                return dali_ops.hue(x, field("hue"))
 
             return run
 
-        if all(rng is None for rng in self.ranges):
-            return images
         # Every position gets a branch per component; a skipped component passes through.
         branches = [(i, part(i) if self.ranges[i] is not None else _unchanged) for i in range(4)]
         for k in range(4):
-            images = select(p[f"at{k}"], branches, images)
+            images = select(packed[FIELDS.index(f"at{k}")], branches, images)
         return images
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        """The GPU's realisation picks the order (and, p < 1, whether) per sample with
+        conditionals; the CPU's kernel reads them from the packed row."""
+        return gpu and any(rng is not None for rng in self.ranges)
+
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        skipped = {part for part, rng in zip(_PARTS, self.ranges, strict=True) if rng is None}
-        if self.p >= 1.0:
-            skipped.add("apply")
-        return tuple(n for n in names if n.removesuffix("_inv") not in skipped)
+        """Both realisations read the packed row (none when the jitter is the identity)."""
+        return ("packed",) if any(rng is not None for rng in self.ranges) else ()
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

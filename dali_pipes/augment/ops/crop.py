@@ -7,7 +7,7 @@ resizing it, the torch backend with :func:`dali_pipes.augment.geometry_torch.app
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,11 +21,15 @@ from dali_pipes.augment.geometry import (
 )
 from dali_pipes.errors import require
 
+#: The crop's filters: torchvision's antialiased ``InterpolationMode`` of each.
+INTERPOLATIONS = ("bilinear", "bicubic")
+
 
 @register_op
 @dataclass(frozen=True)
 class RandomResizedCrop(CropOp):
-    """torchvision ``RandomResizedCrop(size, scale, ratio)`` (antialiased bilinear).
+    """torchvision ``RandomResizedCrop(size, scale, ratio, interpolation)``, antialiased;
+    ``interpolation`` bilinear (the default) or bicubic (DINO's crops).
 
     With ``start_size`` set, the output size follows FFCV's progressive-resizing schedule:
     ``start_size`` up to epoch ``start_ramp``, ``size`` from epoch ``end_ramp`` on, and in
@@ -41,9 +45,16 @@ class RandomResizedCrop(CropOp):
     start_ramp: int = 0
     end_ramp: int = 0
     size_multiple: int = 32
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         number(self, "size", 1, integer=True)
+        require(
+            self.interpolation in INTERPOLATIONS,
+            "interpolation",
+            self.interpolation,
+            f"choose one of {', '.join(INTERPOLATIONS)}",
+        )
         lo, hi = pair(self, "scale")
         require(0 < lo <= hi <= 1, "scale", self.scale, "need 0 < low <= high <= 1")
         lo, hi = pair(self, "ratio")
@@ -67,12 +78,17 @@ class RandomResizedCrop(CropOp):
         return 4 * ATTEMPTS
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
-        return plan_random_resized_crop(sizes, u, self.size_at(epoch), self.scale, self.ratio)
+        size = self.size_at(epoch)
+        geometry = plan_random_resized_crop(sizes, u, size, self.scale, self.ratio)
+        return replace(geometry, interpolation=self.interpolation)
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
 
-        return v2.RandomResizedCrop(self.size, self.scale, self.ratio, antialias=True)
+        mode = getattr(v2.InterpolationMode, self.interpolation.upper())
+        return v2.RandomResizedCrop(
+            self.size, self.scale, self.ratio, interpolation=mode, antialias=True
+        )
 
 
 @register_op

@@ -3,6 +3,8 @@
 ``kernel_size`` is an odd size or (width, height) pair; ``sigma`` a fixed value or the
 [low, high] range it is drawn from per sample (the same sigma both ways, like torchvision).
 ``p`` < 1 applies it with that probability (``RandomApply([GaussianBlur(...)], p)``).
+DALI's ``gaussian_blur`` (a conditional for ``p``) on the GPU, a compiled kernel per sample
+on the CPU (:mod:`~dali_pipes.augment.ops.cpu_kernels`).
 """
 
 from __future__ import annotations
@@ -51,10 +53,12 @@ class GaussianBlur(Op):
 
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         lo, hi = self.sigma
-        return {
-            "sigma": (lo + u[:, 0] * (hi - lo)).astype(np.float32),
-            "apply": u[:, 1] < self.p,
-        }
+        sigma = (lo + u[:, 0] * (hi - lo)).astype(np.float32)
+        apply = u[:, 1] < self.p
+        packed = np.empty((len(sigma), 4), dtype=np.float64)
+        packed[:, 0], packed[:, 1] = apply, sigma
+        packed[:, 2], packed[:, 3] = self.kernel_size
+        return {"sigma": sigma, "apply": apply, "packed": packed}
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
         import torchvision.transforms.v2.functional as F
@@ -65,26 +69,33 @@ class GaussianBlur(Op):
         return F.gaussian_blur(image, list(self.kernel_size), [sigma, sigma])
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        packed = p["packed"]
+        if not ctx.gpu_graph:  # one compiled kernel per sample (imports numba: CPU only)
+            from dali_pipes.augment.ops import cpu_kernels
+
+            return cpu_kernels.blur(images, packed)
         if self.p < 1.0:
-            if p["apply"]:
-                images = self._blur(images, p)
+            if packed[0] > 0.5:
+                images = self._blur(images, packed)
         else:
-            images = self._blur(images, p)
+            images = self._blur(images, packed)
         return images
 
-    def _blur(self, images: Any, p: Mapping[str, Any]) -> Any:
+    def _blur(self, images: Any, packed: Any) -> Any:
         from nvidia.dali import fn, types
         from nvidia.dali import math as dmath
 
         kx, ky = self.kernel_size
         # DALI orders the window like the data's axes: height, then width.
-        blurred = fn.gaussian_blur(
-            images, window_size=[ky, kx], sigma=p["sigma"], dtype=types.FLOAT
-        )
+        sigma = fn.cast(packed[1], dtype=types.FLOAT)
+        blurred = fn.gaussian_blur(images, window_size=[ky, kx], sigma=sigma, dtype=types.FLOAT)
         return dmath.floor(blurred + 0.5)  # torchvision rounds the filtered value
 
+    def needs_conditionals(self, gpu: bool) -> bool:
+        return gpu and self.p < 1.0  # the CPU's kernel reads whether from the row
+
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return names if self.p < 1.0 else tuple(n for n in names if n != "apply")
+        return ("packed",)  # [apply, sigma, kernel width, height]: what both realisations read
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

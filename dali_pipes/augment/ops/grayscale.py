@@ -1,4 +1,6 @@
-"""Random grayscale with probability ``p`` (torchvision ``RandomGrayscale``)."""
+"""Random grayscale with probability ``p`` (torchvision ``RandomGrayscale``): DALI arithmetic
+picked by a conditional on the GPU, a compiled kernel per sample on the CPU
+(:mod:`~dali_pipes.augment.ops.cpu_kernels`)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ class Grayscale(Op):
         return 1
 
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
-        return {"gray": u[:, 0] < self.p}
+        gray = u[:, 0] < self.p
+        return {"gray": gray, "packed": gray.astype(np.float64)[:, None]}
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
         import torchvision.transforms.v2.functional as F
@@ -37,9 +40,20 @@ class Grayscale(Op):
         return F.rgb_to_grayscale(image, num_output_channels=3) if p["gray"] else image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        if p["gray"]:
+        packed = p["packed"]
+        if not ctx.gpu_graph:  # one compiled kernel per sample (imports numba: CPU only)
+            from dali_pipes.augment.ops import cpu_kernels
+
+            return cpu_kernels.grayscale(images, packed)
+        if packed[0] > 0.5:
             images = dali_ops.grayscale(images, ctx)
         return images
+
+    def needs_conditionals(self, gpu: bool) -> bool:
+        return gpu  # the GPU's realisation branches; the CPU's kernel reads the row
+
+    def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return ("packed",)  # ``gray`` as the one-number row both realisations read
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2

@@ -65,21 +65,30 @@ class CachedLoader(Loader):
         images = [self.images[i] for i in keep]
         sizes = [img.shape[-2:] for img in images]  # type: ignore[union-attr]
         spec = self.spec
-        pipeline = spec.augment.pipeline(spec.train)
         source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
-        draw = pipeline.draw(sizes, source.identity(keep), spec.sampling.seed, plan.epoch)
-        out = []
-        for j, image in enumerate(images):
-            assert image is not None
-            sample = apply_row(image, draw.geometry, j)
-            out.append(pipeline.apply_torch(sample, draw, j))
+        views = spec.augment.views(spec.train)
+        draws = views.draw(sizes, source.identity(keep), spec.sampling.seed, plan.epoch)
+        stacked = []
+        for pipeline, draw in zip(views.pipelines, draws, strict=True):
+            out = []
+            for j, image in enumerate(images):
+                assert image is not None
+                sample = apply_row(image, draw.geometry, j)
+                out.append(pipeline.apply_torch(sample, draw, j))
+            stacked.append(self._stack(out))
         labels = torch.as_tensor(source.labels[keep], dtype=torch.int64)
+        if self.device.type == "cuda":
+            labels = labels.pin_memory()
+        return (stacked if spec.augment.multi_view(spec.train) else stacked[0]), labels
+
+    def _stack(self, out: list[torch.Tensor]) -> torch.Tensor:
+        """One view's samples as a batch; for a GPU, straight into pinned memory (the
+        prefetcher's copy is asynchronous only from there), on the pool's thread, at no
+        extra copy."""
         if self.device.type != "cuda":
-            return torch.stack(out), labels
-        # The prefetcher's copy to the GPU is asynchronous only from pinned memory; stacking
-        # straight into a pinned batch here, on the pool's thread, costs no extra copy.
+            return torch.stack(out)
         pinned = torch.empty((len(out), *out[0].shape), dtype=out[0].dtype, pin_memory=True)
-        return torch.stack(out, out=pinned), labels.pin_memory()
+        return torch.stack(out, out=pinned)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

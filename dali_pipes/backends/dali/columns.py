@@ -3,15 +3,17 @@
 A batch reaches the graph through ``external_source`` as a flat tuple of columns; this
 module is the one place that says which column is which. :class:`Fed` is a batch's columns
 by name (NumPy arrays on the feed's side, DataNodes on the graph's), :class:`FedColumns`
-their names and types for a split's pipeline, and both flatten and unflatten in the same
-order, so the feed (:mod:`.feed`), the graph (:mod:`.graph`) and the decoded-image cache
-(:mod:`dali_pipes.backends.cache.gpu`) cannot disagree on a position.
+their names and types for a split, and both flatten and unflatten in the same order, so
+the feed (:mod:`.feed`), the graph (:mod:`.graph`, :mod:`.views`) and the decoded-image
+cache (:mod:`dali_pipes.backends.cache.gpu`) cannot disagree on a position.
 
 The columns of a batch: the images (encoded files, or the cache's decoded pixels, which
 come through an ``external_source`` of their own), the labels, then one :class:`View` per
-crop of each image: its decode window, resize ROI, output size and the ops' parameters.
-A pipeline crops each image once today, so there is one view; several views would be
-several groups of the same columns.
+crop of each image: its window, resize ROI, output size and the ops' parameters. A plain
+split crops each image once: its one view's window is where the image is decoded. A split
+with views (:mod:`dali_pipes.augment.views`) decodes each image once, in a shared
+:class:`Window` (the smallest region holding every view's window, fed before the views),
+and each view's window is then its place in that decoded region.
 """
 
 from __future__ import annotations
@@ -20,14 +22,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-#: A view's geometry columns, in order, with their NumPy dtype; each is ``[n, 2]``.
+#: A view's geometry columns, in order, with their NumPy dtype; each is ``[n, 2]``. The
+#: window is in source pixels (a plain split: where the image is decoded), or for a split
+#: with views in the shared decode window's pixels.
 GEOMETRY = (
-    ("anchor", "float32"),  # the decode window's x, y in source pixels ...
+    ("anchor", "float32"),  # the window's x, y ...
     ("shape", "float32"),  # ... and its w, h
     ("roi_start", "float32"),  # the resize ROI (y, x) in window pixels ...
     ("roi_end", "float32"),  # ... and its end
     ("out", "float32"),  # the output size (h, w): fed, so a schedule needs no rebuild
 )
+
+#: The shared decode window's columns of a split with views, before the views: anchor
+#: (x, y) and shape (w, h) in source pixels, each ``[n, 2]`` float32.
+DECODE = (("decode.anchor", "float32"), ("decode.shape", "float32"))
+
+#: An op parameter's column: (name, NumPy dtype name).
+Column = tuple[str, str]
+
+
+class Window(NamedTuple):
+    """A window of each image of a batch: pixel anchor (x, y) and shape (w, h)."""
+
+    anchor: Any
+    shape: Any
 
 
 class View(NamedTuple):
@@ -51,49 +69,78 @@ class Fed(NamedTuple):
     images: Any  # encoded files (uint8, one array each) or the cache's pixels (fed apart)
     labels: Any  # int64 [n]
     views: tuple[View, ...]
+    #: A split with views: where each image is decoded, every view's window inside it
+    #: (None: a plain split, decoded in its one view's window).
+    decode: Window | None = None
 
     def flat(self) -> tuple[Any, ...]:
-        """Every column in feed order: images, labels, each view's columns."""
+        """Every column in feed order: images, labels, the shared decode window (views),
+        each view's columns."""
         return (self.images, *self.params())
 
     def params(self) -> tuple[Any, ...]:
         """The columns after the images: what the cache feeds apart from its pixels."""
-        return (self.labels, *(column for view in self.views for column in view.flat()))
+        shared = () if self.decode is None else tuple(self.decode)
+        return (self.labels, *shared, *(column for view in self.views for column in view.flat()))
+
+    def decoded(self) -> Window:
+        """Where each image is decoded: the shared window, or the one view's."""
+        if self.decode is not None:
+            return self.decode
+        return Window(self.views[0].anchor, self.views[0].shape)
 
 
 @dataclass(frozen=True)
 class FedColumns:
-    """The columns a split's pipeline is fed, each named, with its NumPy dtype.
+    """The columns a split is fed, each named, with its NumPy dtype.
 
     ``params``: each op parameter's (name, dtype) in :meth:`Pipeline.feed` order
-    (``<op label>.<parameter>``); ``views``: how many crops each image gives.
+    (``<op label>.<parameter>``); ``views``: how many crops each image gives; ``decode``:
+    whether a shared decode window (:data:`DECODE`) comes before the views, whose windows
+    then lie in it (a split with views); ``each``: each view's parameters where views
+    differ in their ops (by default every view has ``params``; :meth:`of_split` sets it,
+    ``params`` then the first view's).
     """
 
-    params: tuple[tuple[str, str], ...]
+    params: tuple[Column, ...]
     views: int = 1
+    decode: bool = False
+    each: tuple[tuple[Column, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        each = self.each or (self.params,) * self.views
+        if len(each) != self.views or each[0] != self.params:
+            raise ValueError(f"{len(each)} views' parameters for {self.views} views: {self}")
+        object.__setattr__(self, "each", each)
 
     @classmethod
     def of(cls, pipeline: Any) -> FedColumns:
         """The columns of ``pipeline`` (a :class:`~dali_pipes.augment.pipeline.Pipeline`)."""
-        labels = pipeline.labels or tuple(op.name for op in pipeline.ops)
-        names = [f"{labels[k]}.{name}" for k, name in pipeline.feed_layout]
-        return cls(tuple(zip(names, pipeline.feed_dtypes, strict=True)))
+        return cls(_params(pipeline))
 
-    @property
-    def per_view(self) -> int:
-        """How many columns each view has."""
-        return len(GEOMETRY) + len(self.params)
+    @classmethod
+    def of_split(cls, augment: Any, train: bool) -> FedColumns:
+        """The columns of a split of ``augment`` (an :class:`~dali_pipes.augment.spec.
+        AugmentSpec`): its pipeline's (a plain split), or every view's after the shared
+        decode window (a split with views)."""
+        each = tuple(_params(p) for p in augment.views(train).pipelines)
+        return cls(each[0], len(each), augment.multi_view(train), each)
 
     def columns(self, images: bool = True) -> list[tuple[str, str]]:
         """(name, dtype) of every column in feed order (``images=False``: from the labels
         on, the cache's parameter columns)."""
-        view = [*GEOMETRY, *self.params]
         views = [
             (f"{name}[{v}]" if self.views > 1 else name, dtype)
-            for v in range(self.views)
-            for name, dtype in view
+            for v, params in enumerate(self.each)
+            for name, dtype in (*GEOMETRY, *params)
         ]
-        return [*([("images", "uint8")] if images else []), ("labels", "int64"), *views]
+        shared = list(DECODE) if self.decode else []
+        return [
+            *([("images", "uint8")] if images else []),
+            ("labels", "int64"),
+            *shared,
+            *views,
+        ]
 
     def dali_types(self, images: bool = True) -> list[Any]:
         """The DALI type of each column, for ``external_source(dtype=...)``."""
@@ -105,12 +152,24 @@ class FedColumns:
         rest = list(columns)
         if images is None:
             images = rest.pop(0)
-        expected = 1 + self.views * self.per_view
+        expected = len(self.columns(images=False))
         if len(rest) != expected:
             raise ValueError(f"{len(rest)} columns after the images, expected {expected}")
-        n = self.per_view
-        views = tuple(_view(rest[1 + v * n : 1 + (v + 1) * n]) for v in range(self.views))
-        return Fed(images, rest[0], views)
+        at = 1 + (len(DECODE) if self.decode else 0)
+        decode = Window(rest[1], rest[2]) if self.decode else None
+        views = []
+        for params in self.each:
+            n = len(GEOMETRY) + len(params)
+            views.append(_view(rest[at : at + n]))
+            at += n
+        return Fed(images, rest[0], tuple(views), decode)
+
+
+def _params(pipeline: Any) -> tuple[Column, ...]:
+    """``pipeline``'s op parameter columns, named ``<op label>.<parameter>``."""
+    labels = pipeline.labels or tuple(op.name for op in pipeline.ops)
+    names = [f"{labels[k]}.{name}" for k, name in pipeline.feed_layout]
+    return tuple(zip(names, pipeline.feed_dtypes, strict=True))
 
 
 def _view(columns: Sequence[Any]) -> View:

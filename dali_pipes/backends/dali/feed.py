@@ -3,12 +3,14 @@ read a few batches ahead, and every parameter the graph is fed.
 
 The feed, not a DALI reader, decides what is read: the order is the shared
 DistributedSampler-equivalent one (:mod:`dali_pipes.data.sampling`) and the crop windows
-and op parameters come from :meth:`dali_pipes.augment.Pipeline.draw`, so ``set_epoch``,
-sharding and padding behave exactly as in the torch backend, and the two backends compute
-the same geometry and the same random parameters. Each image's size is read from its
-header (once per sample, :mod:`.sizes`), so a file that is not an image is reported by
-path before DALI sees it. A packed dataset (``data=shards``) is read by DALI's webdataset
-reader in the same planned order (:mod:`dali_pipes.backends.dali.webdataset`).
+and op parameters come from :meth:`dali_pipes.augment.Pipeline.draw` (every view's, for a
+split with views: :mod:`dali_pipes.augment.views`, decoded once in the window holding
+them all), so ``set_epoch``, sharding and padding behave exactly as in the torch backend,
+and the two backends compute the same geometry and the same random parameters. Each
+image's size is read from its header (once per sample, :mod:`.sizes`), so a file that is
+not an image is reported by path before DALI sees it. A packed dataset (``data=shards``)
+is read by DALI's webdataset reader in the same planned order
+(:mod:`dali_pipes.backends.dali.webdataset`).
 
 The callback runs on the thread that schedules DALI's work, under the GIL, once per batch:
 on a GPU its time per image bounds the loader's speed. So it does per batch a handful of
@@ -21,13 +23,14 @@ only when it is bad.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
-from dali_pipes.backends.dali.columns import Fed, View
+from dali_pipes.backends.dali.columns import Fed, View, Window
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
@@ -38,12 +41,21 @@ from dali_pipes.image.batch_reads import LocalBatch, LocalReads
 from dali_pipes.image.decode import Blob
 
 
+def shared_window(draws: Sequence[Draw]) -> Window:
+    """Where a split with views decodes each image: the smallest window holding every
+    view's, anchor (x, y) and shape (w, h) in source pixels, float32."""
+    windows = np.stack([d.geometry.window for d in draws])  # [V, B, 4]: x, y, w, h
+    start = windows[..., :2].min(axis=0)
+    end = (windows[..., :2] + windows[..., 2:]).max(axis=0)
+    return Window(start.astype(np.float32), (end - start).astype(np.float32))
+
+
 class InFlight(NamedTuple):
     """A batch handed to DALI and not yet delivered: what a search for a bad file re-decodes."""
 
     position: int  # index of the batch in the epoch plan
     indices: np.ndarray  # the samples DALI was given (bad ones already substituted)
-    anchor: np.ndarray  # float32 [n, 2]: each one's crop window (x, y) ...
+    anchor: np.ndarray  # float32 [n, 2]: each one's decode window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
     local: LocalBatch | None = None  # the buffers its local files were read into
 
@@ -96,7 +108,8 @@ class Feed:
         self.source = images_of(spec.source, "backend=dali decodes image files")
         self.stream = stream
         self.labels = spec.source.labels
-        self.pipeline = spec.augment.pipeline(spec.train)
+        self.views = spec.augment.views(spec.train)
+        self.multi_view = spec.augment.multi_view(spec.train)
         self.sizes = HeaderSizes(len(self.source), spec.max_pixels)
         #: Local files are read by the compiled loop; others by the source (or shard stream).
         local = self.source if stream is None and isinstance(self.source, LocalFiles) else None
@@ -234,21 +247,41 @@ class Feed:
         """The next batch's columns by name (:mod:`.columns`)."""
         position, indices, read = self._next_batch()
         ids = self.source.identity(indices)
-        draw = self.pipeline.draw(read.sizes, ids, self.spec.sampling.seed, self._plan.epoch)
+        draws = self.views.draw(read.sizes, ids, self.spec.sampling.seed, self._plan.epoch)
+        decode = shared_window(draws) if self.multi_view else None
+        views = tuple(
+            self._view(pipeline, draw, decode)
+            for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
+        )
+        fed = Fed(read.images, self.labels[indices], views, decode)
+        decoded = fed.decoded()
+        self.in_flight.append(
+            InFlight(position, indices, decoded.anchor, decoded.shape, read.local)
+        )
+        return fed
+
+    def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:
+        """One view's columns: its window (in the shared ``decode`` window, if any), ROI,
+        output size and ops' parameters."""
         g = draw.geometry
+        if decode is None:
+            anchor, shape = g.decode_window()
+        else:
+            anchor = (g.window[:, :2] - decode.anchor).astype(np.float32)
+            shape = g.window[:, 2:].astype(np.float32)
         roi_start, roi_end = g.roi()
-        anchor, shape = g.decode_window()
-        self.in_flight.append(InFlight(position, indices, anchor, shape, read.local))
-        out = self._sizes_out(len(indices), g.out)
-        view = View(anchor, shape, roi_start, roi_end, out, tuple(self.pipeline.feed(draw)))
-        return Fed(read.images, self.labels[indices], (view,))
+        out = self._sizes_out(len(g.window), g.out)
+        return View(anchor, shape, roi_start, roi_end, out, tuple(pipeline.feed(draw)))
 
     def _sizes_out(self, n: int, out: tuple[int, int]) -> np.ndarray:
         """The output size column, ``[n, 2]`` float32 (made once per batch length and
-        output size; nothing writes to a column handed to DALI)."""
+        output size, a few kept: views of two sizes; nothing writes to a column handed to
+        DALI)."""
         key = (n, out)
         if key not in self._out:
-            self._out = {key: np.tile(np.asarray(out, dtype=np.float32), (n, 1))}
+            if len(self._out) >= 8:
+                self._out = {}
+            self._out[key] = np.tile(np.asarray(out, dtype=np.float32), (n, 1))
         return self._out[key]
 
     def __call__(self) -> tuple[Any, ...]:

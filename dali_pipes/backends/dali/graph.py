@@ -1,16 +1,20 @@
 """One DALI loader's graph, defined for where it runs, apart from the loader that runs it.
 
 The graph of a split: its inputs (encoded files decoded per crop window, or cached images
-sliced per crop window), the resize, the split's ops and the fused normalisation. It is
-defined here from a :class:`~dali_pipes.backends.specs.LoaderSpec` and :class:`GraphDevices` alone,
-so the very graph a loader builds on a GPU can also be defined and traced on a machine
-without one (:mod:`dali_pipes.backends.dali.trace`; only building it needs CUDA), and run
-as its CPU twin: the GPU's graph with every operator on the CPU.
+sliced per crop window; for a split with views, the region holding every view's window),
+then per view (:mod:`dali_pipes.backends.dali.views`) the resize, the ops and the fused
+normalisation. It is defined here from a :class:`~dali_pipes.backends.specs.LoaderSpec`
+and :class:`GraphDevices` alone, so the very graph a loader builds on a GPU can also be
+defined and traced on a machine without one (:mod:`dali_pipes.backends.dali.trace`; only
+building it needs CUDA), and run as its CPU twin: the GPU's graph with every operator on
+the CPU.
 
-Two realisations exist because the fast way differs per device: on the CPU the resize and
-the auto-augment slots are compiled kernels (:mod:`dali_pipes.image.resample`,
-:mod:`dali_pipes.augment.auto.kernel`) and equalize is torchvision's; on the GPU they are
-DALI's own resize, DALI arithmetic picked per sample by conditionals, and ``fn.equalize``.
+Two realisations exist because the fast way differs per device: on the CPU the resize, the
+auto-augment slots, colour jitter, grayscale and blur are compiled kernels
+(:mod:`dali_pipes.image.resample`, :mod:`dali_pipes.augment.auto.kernel`,
+:mod:`dali_pipes.augment.ops.cpu_kernels`) and equalize is torchvision's; on the GPU they
+are DALI's own resize and blur, DALI arithmetic picked per sample by conditionals, and
+``fn.equalize``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any, Literal, NoReturn, Protocol
 import torch
 
 from dali_pipes.backends.dali.columns import Fed, FedColumns
+from dali_pipes.backends.dali.views import ViewGraph, window
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.errors import DaliPipesError
 
@@ -113,26 +118,6 @@ class GraphDevices:
         return "the CPU graph"
 
 
-def window(images: Any, anchor: Any, shape: Any, fill: tuple[int, int, int] | None = None) -> Any:
-    """The crop window (pixel ``anchor`` x, y and ``shape`` w, h per sample) of whole
-    images: after a whole-image decode, and of the cached images. With ``fill`` a window
-    may reach past the image; those pixels are ``fill`` (torchvision's constant padding)."""
-    from nvidia.dali import fn
-
-    padding: dict[str, Any] = {}
-    if fill is not None:
-        padding = {"out_of_bounds_policy": "pad", "fill_values": [float(v) for v in fill]}
-    return fn.slice(
-        images,
-        anchor,
-        shape,
-        axis_names="WH",
-        normalized_anchor=False,
-        normalized_shape=False,
-        **padding,
-    )
-
-
 def never_called() -> NoReturn:
     """The ``external_source`` of a graph that is only defined and traced, never run."""
     raise DaliPipesError("this DALI graph was defined to be traced, not run")
@@ -142,7 +127,7 @@ class GraphInputs(Protocol):
     """Where a graph's images and fed parameters come from."""
 
     def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
-        """(each crop window's uint8 HWC pixels, the fed columns) as DataNodes."""
+        """(each decode window's uint8 HWC pixels, the fed columns) as DataNodes."""
         ...
 
 
@@ -165,21 +150,21 @@ def fed_nodes(source: Callable[[], Any], columns: FedColumns) -> Fed:
 @dataclass(frozen=True)
 class EncodedFiles:
     """Encoded files and their parameters from ``source`` (the file feed); the graph
-    decodes each file's crop window."""
+    decodes each file's decode window (:meth:`Fed.decoded`)."""
 
     source: Callable[[], Any] = never_called
 
     def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
-        """The feed's encoded files, each decoded to its crop window, and the fed columns."""
+        """The feed's encoded files, each decoded to its decode window, and the fed columns."""
         fed = fed_nodes(self.source, columns)
-        view = fed.views[0]
-        return graph.decode(fed.images, view.anchor, view.shape), fed
+        decoded = fed.decoded()
+        return graph.decode(fed.images, decoded.anchor, decoded.shape), fed
 
 
 @dataclass(frozen=True)
 class CachedPixels:
     """Decoded whole images from ``pixels``, on the graph's operator device (copied in on
-    ``cuda_stream``), and their parameters from ``params``; the graph slices each crop
+    ``cuda_stream``), and their parameters from ``params``; the graph slices each decode
     window (``data.cache=gpu``)."""
 
     params: Callable[[], Any] = never_called
@@ -187,7 +172,7 @@ class CachedPixels:
     cuda_stream: Any = None
 
     def nodes(self, graph: DaliGraph, columns: FedColumns) -> tuple[Any, Fed]:
-        """The cached images' crop windows and the fed columns."""
+        """The cached images' decode windows and the fed columns."""
         from nvidia.dali import fn, types
 
         kinds = columns.dali_types(images=False)
@@ -204,8 +189,8 @@ class CachedPixels:
             cuda_stream=self.cuda_stream,
         )
         fed = columns.unflatten(params, images=images)
-        view = fed.views[0]
-        return window(images, view.anchor, view.shape, graph.pad_fill), fed
+        decoded = fed.decoded()
+        return window(images, decoded.anchor, decoded.shape, graph.pad_fill), fed
 
 
 @dataclass(frozen=True)
@@ -241,7 +226,7 @@ class DaliGraph:
     def pad_fill(self) -> tuple[int, int, int] | None:
         """The padding colour of crop windows that may reach past the image (None: they
         never do; :meth:`~dali_pipes.augment.base.CropOp.pad_fill`)."""
-        return self.spec.augment.pipeline(self.spec.train).crop.pad_fill()
+        return self.spec.augment.views(self.spec.train).pad_fill()
 
     @property
     def roi_decode(self) -> bool:
@@ -257,15 +242,17 @@ class DaliGraph:
         """The pipeline, defined but not built (building allocates; this does not)."""
         from nvidia.dali import pipeline_def
 
-        pipeline = self.spec.augment.pipeline(self.spec.train)
+        augment, train = self.spec.augment, self.spec.train
         # Conditionals: ops that choose per sample (a probability, RandAugment's operation
         # in the GPU realisation) from the fed parameters with DALI `if` branches. DALI's
         # AutoGraph then rewrites the graph function and what it calls (so nothing but
         # graph code runs inside it); that costs time at every build, so only when an op
         # needs it.
-        conditionals = pipeline.needs_conditionals(self.devices.gpu_graph)
+        conditionals = any(
+            p.needs_conditionals(self.devices.gpu_graph) for p in augment.views(train).pipelines
+        )
         # The columns are named here, outside the graph function AutoGraph converts.
-        columns = FedColumns.of(pipeline)
+        columns = FedColumns.of_split(augment, train)
         graph = pipeline_def(
             partial(self._graph, inputs, columns), enable_conditionals=conditionals
         )
@@ -331,10 +318,14 @@ class DaliGraph:
             )
         return window(fn.decoders.image(encoded, **decoder), anchor, shape, self.pad_fill)
 
-    def _resize(self, images: Any, roi_start: Any, roi_end: Any, out: Any) -> Any:
-        """Each crop window to the output size: antialiased linear, DALI's filter."""
+    def _resize(
+        self, images: Any, roi_start: Any, roi_end: Any, out: Any, interpolation: str = "bilinear"
+    ) -> Any:
+        """Each crop window to the output size: antialiased linear, DALI's filter (cubic
+        for ``bicubic``)."""
         from nvidia.dali import fn, types
 
+        cubic = interpolation == "bicubic"
         if not self.devices.gpu_graph:  # the same filter, compiled (3x DALI's CPU resize)
             from dali_pipes.augment.dali_ops import cpu_kernel
 
@@ -342,14 +333,15 @@ class DaliGraph:
                 raise DaliPipesError(
                     "the CPU realisation of a DALI graph needs its compiled resize"
                 )
-
+            # A WindowResize: its cubic method for a bicubic crop.
+            function = getattr(self.resize, "cubic", self.resize) if cubic else self.resize
             return cpu_kernel(
                 "the compiled resize",
                 images,
                 roi_start,
                 roi_end,
                 out,
-                function=self.resize,
+                function=function,
                 batch_processing=True,
                 output_layouts="HWC",
             )
@@ -360,35 +352,18 @@ class DaliGraph:
             roi_end=roi_end,
             roi_relative=False,
             antialias=True,
-            interp_type=types.INTERP_LINEAR,
+            interp_type=types.INTERP_CUBIC if cubic else types.INTERP_LINEAR,
         )
 
-    def _graph(self, inputs: GraphInputs, columns: FedColumns) -> tuple[Any, Any]:
-        """inputs (the crop windows) -> resize -> ops -> normalise."""
-        from nvidia.dali import fn, types
-
+    def _graph(self, inputs: GraphInputs, columns: FedColumns) -> tuple[Any, ...]:
+        """inputs (the decode windows) -> each view's window (views only), resize, ops and
+        normalisation (:mod:`~dali_pipes.backends.dali.views`); outputs: the views, then
+        the labels."""
         devices = self.devices
-        aug = self.spec.augment
-        pipeline = aug.pipeline(self.spec.train)
         images, fed = inputs.nodes(self, columns)
-        # Indexing, not unpacking: DALI's AutoGraph converts this code.
-        view = fed.views[0]
+        views = ViewGraph(self.spec.augment, self.spec.train, devices, self._resize)
+        outputs = views.outputs(images, fed)
+        # Appended, not unpacked into a tuple: DALI's AutoGraph converts this code.
         labels = fed.labels
-        images = self._resize(images, view.roi_start, view.roi_end, view.out)
-        images, mirror = pipeline.dali(
-            images, view.params, gpu=devices.on_gpu, twin=devices.is_twin
-        )
-        if devices.copies_to_gpu:
-            # dali-cpu (as in DALI's ResNet-50 example): the uint8 crops, a quarter of the
-            # float32 batch's bytes, are copied by DALI (pinned, asynchronous) and the
-            # normalisation runs on the GPU.
-            images = images.gpu()
-        images = fn.crop_mirror_normalize(
-            images,
-            mirror=0 if mirror is None else mirror,
-            mean=[255 * m for m in aug.mean],
-            std=[255 * s for s in aug.std],
-            dtype={"float16": types.FLOAT16, "uint8": types.UINT8}.get(aug.dtype, types.FLOAT),
-            output_layout="HWC" if aug.channels_last else "CHW",
-        )
-        return images, labels.gpu() if devices.outputs == "gpu" else labels
+        outputs.append(labels.gpu() if devices.outputs == "gpu" else labels)
+        return tuple(outputs)

@@ -3,11 +3,13 @@
 Pipeline, per batch::
 
     external_source (encoded bytes, label, crop window, resize ROI, output size,
-                     op parameters)  <- feed
+                     op parameters; a split with views: the decode window holding
+                     every view's, then each view's columns)  <- feed (:mod:`.columns`)
     decoders.image_slice  decode only the crop window (region-of-interest decoding), or
       decoders.image + slice   decode whole, then crop (GPU with fancy_upsampling)
-    resize                antialiased linear, ROI -> output size (on the CPU the same
-                          filter as a compiled kernel, :mod:`dali_pipes.image.resample`)
+    per view:             (views: slice of the view's window of the decoded region)
+    resize                antialiased linear (or cubic), ROI -> output size (on the CPU
+                          the same filter as a compiled kernel, :mod:`dali_pipes.image.resample`)
     the split's ops       each op's DALI graph, fed its parameters (conditionals per sample)
     crop_mirror_normalize (a trailing flip) + (x - mean) / std + dtype + layout, fused
 
@@ -255,8 +257,11 @@ class DaliLoader(Loader):
             pipe.schedule_run()
 
     def _handover(self, outputs: Any) -> Batch:
-        """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`)."""
-        return to_torch(outputs, self.device, self.spec.augment, dlpack=self._dlpack())
+        """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`):
+        ``(images, labels)``, or ``(views, labels)`` for a split with views."""
+        augment = self.spec.augment
+        views = augment.multi_view(self.spec.train)
+        return to_torch(outputs, self.device, augment, dlpack=self._dlpack(), views=views)
 
     def _image_source(self) -> Source:
         return images_of(self.spec.source, "backend=dali decodes image files")

@@ -17,33 +17,33 @@ from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.base import Batch
 
 
-def to_torch(outputs: Any, device: torch.device, augment: AugmentSpec, *, dlpack: bool) -> Batch:
-    """``(images, labels)`` of DALI's ``outputs`` on ``device`` (``dlpack``: take DALI's
-    CPU memory without a copy)."""
-    images_dali = outputs[0].as_tensor()
-    labels_dali = outputs[1].as_tensor()
-    if dlpack:
-        images = torch.from_dlpack(images_dali)
-        labels = torch.from_dlpack(labels_dali)
-    else:
-        images, labels = _copied(images_dali, labels_dali, device, augment)
-    if augment.dtype == "bfloat16":
-        images = images.to(torch.bfloat16)
-    if augment.channels_last:
-        images = images.permute(0, 3, 1, 2)
-    return images, labels
-
-
-def _copied(
-    images_dali: Any, labels_dali: Any, device: torch.device, augment: AugmentSpec
+def to_torch(
+    outputs: Any, device: torch.device, augment: AugmentSpec, *, dlpack: bool, views: bool = False
 ) -> Batch:
-    """Copies into new tensors on ``device``, on its current stream (the consumer's)."""
+    """``(images, labels)`` of DALI's ``outputs`` (the views, then the labels) on ``device``
+    (``dlpack``: take DALI's CPU memory without a copy); ``views``: the images as a list,
+    one tensor per view."""
+    labels = _tensor(outputs[-1].as_tensor(), device, torch.int64, dlpack)
+    dtype = {"float16": torch.float16, "uint8": torch.uint8}.get(augment.dtype, torch.float32)
+    images = []
+    for output in outputs[:-1]:
+        view = _tensor(output.as_tensor(), device, dtype, dlpack)
+        if augment.dtype == "bfloat16":
+            view = view.to(torch.bfloat16)
+        if augment.channels_last:
+            view = view.permute(0, 3, 1, 2)
+        images.append(view)
+    return (images if views else images[0]), labels
+
+
+def _tensor(batch: Any, device: torch.device, dtype: torch.dtype, dlpack: bool) -> torch.Tensor:
+    """One output as a torch tensor: DALI's memory (DLPack) or a copy into a new tensor on
+    ``device``, on its current stream (the consumer's)."""
+    if dlpack:
+        return torch.from_dlpack(batch)
     from nvidia.dali.plugin.pytorch import feed_ndarray
 
     stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
-    dtype = {"float16": torch.float16, "uint8": torch.uint8}.get(augment.dtype, torch.float32)
-    images = torch.empty(images_dali.shape(), dtype=dtype, device=device)
-    labels = torch.empty(labels_dali.shape(), dtype=torch.int64, device=device)
-    feed_ndarray(images_dali, images, cuda_stream=stream)
-    feed_ndarray(labels_dali, labels, cuda_stream=stream)
-    return images, labels
+    tensor = torch.empty(batch.shape(), dtype=dtype, device=device)
+    feed_ndarray(batch, tensor, cuda_stream=stream)
+    return tensor

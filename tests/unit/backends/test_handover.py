@@ -4,10 +4,12 @@ that never branch per sample is built without DALI's conditionals (AutoGraph).""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import TESTS
 
 from dali_pipes.augment.spec import AugmentSpec, SplitAugment
 from dali_pipes.backends import create_loader
@@ -50,12 +52,19 @@ def test_batches_held_across_the_epoch_keep_their_values(real_photos: Path) -> N
         ({"hflip": {}}, False, False),
         ({"hflip": {}, "randaugment": {}}, False, True),
         ({"randaugment": {"operations": ["Rotate"]}}, False, False),
-        ({"grayscale": {"p": 0.5}}, True, True),
+        ({"grayscale": {"p": 0.5}}, False, True),  # the CPU's is a compiled kernel
+        ({"random_invert": {"p": 0.5}}, True, True),  # a user's op with a DALI `if`
     ],
 )
 def test_only_ops_that_branch_per_sample_turn_on_dalis_conditionals(
-    ops: dict[str, dict[str, object]], cpu: bool, gpu: bool, real_photos: Path
+    ops: dict[str, dict[str, object]],
+    cpu: bool,
+    gpu: bool,
+    real_photos: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.syspath_prepend(str(TESTS / "plugins"))
+    importlib.import_module("custom_ops")  # registers random_invert
     pipeline = spec(real_photos, ops).augment.pipeline(True)
     assert (pipeline.needs_conditionals(False), pipeline.needs_conditionals(True)) == (cpu, gpu)
 

@@ -1,5 +1,5 @@
-"""The compiled CPU resize computes DALI's ``fn.resize`` (antialiased linear, ROI, clamped
-edges) to within one grey level.
+"""The compiled CPU resize computes DALI's ``fn.resize`` (antialiased linear or cubic, ROI,
+clamped edges) to within one grey level.
 
 The DALI CPU loader resizes its crop windows with :mod:`dali_pipes.image.resample` instead of
 DALI's CPU ``fn.resize`` (three times faster); the GPU keeps DALI's. Here the kernel meets
@@ -69,7 +69,7 @@ def photo_cases() -> list[Case]:
     return cases
 
 
-def dali_resize(cases: list[Case]) -> list[np.ndarray]:
+def dali_resize(cases: list[Case], cubic: bool = False) -> list[np.ndarray]:
     """DALI's CPU ``fn.resize`` with the loader's arguments, one sample at a time."""
     from nvidia.dali import fn, pipeline_def, types
 
@@ -88,7 +88,7 @@ def dali_resize(cases: list[Case]) -> list[np.ndarray]:
             roi_end=end,
             roi_relative=False,
             antialias=True,
-            interp_type=types.INTERP_LINEAR,
+            interp_type=types.INTERP_CUBIC if cubic else types.INTERP_LINEAR,
         )
 
     built = pipe()
@@ -96,13 +96,14 @@ def dali_resize(cases: list[Case]) -> list[np.ndarray]:
     return [np.asarray(built.run()[0].at(0)) for _ in cases]
 
 
-def compare(cases: list[Case]) -> tuple[int, float]:
+def compare(cases: list[Case], cubic: bool = False) -> tuple[int, float]:
     resize = WindowResize(threads=2)
     try:
-        ours = resize(*(list(part) for part in zip(*cases, strict=True)))
+        kernel = resize.cubic if cubic else resize
+        ours = kernel(*(list(part) for part in zip(*cases, strict=True)))
     finally:
         resize.close()
-    theirs = dali_resize(cases)
+    theirs = dali_resize(cases, cubic)
     worst, differing, total = 0, 0, 0
     for case, a, b in zip(cases, ours, theirs, strict=True):
         assert a.shape == b.shape, f"{case[0].shape} -> {case[3]}: {a.shape} vs DALI {b.shape}"
@@ -113,13 +114,17 @@ def compare(cases: list[Case]) -> tuple[int, float]:
     return worst, differing / total
 
 
+@pytest.mark.parametrize("cubic", [False, True], ids=["linear", "cubic"])
 @pytest.mark.parametrize("cases", [generated_cases, photo_cases], ids=["generated", "photos"])
 def test_kernel_computes_dalis_cpu_resize_within_one_grey_level(
-    cases: Callable[[], list[Case]],
+    cases: Callable[[], list[Case]], cubic: bool
 ) -> None:
-    worst, differing = compare(cases())
+    worst, differing = compare(cases(), cubic)
     assert worst <= 1, f"a pixel differs from DALI's fn.resize by {worst} grey levels"
-    assert differing < 0.005, f"{differing:.2%} of the values differ from DALI's"
+    # DALI reads its cubic kernel from a sampled table, the kernel computes it: on the
+    # generated noise (every pixel an edge) ~2 % of the values round the other way.
+    share = 0.03 if cubic and cases is generated_cases else 0.005
+    assert differing < share, f"{differing:.2%} of the values differ from DALI's"
 
 
 def test_batches_given_after_close_are_still_resized() -> None:
