@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
@@ -138,6 +138,10 @@ class Op(ABC):
         raise NotImplementedError(f"{self.name} has no torchvision equivalent")
 
 
+#: The crops' resize filters: torchvision's antialiased ``InterpolationMode`` of each.
+RESAMPLING = ("bilinear", "bicubic")
+
+
 class CropOp(Op):
     """The decode-fused first step of a split: where to decode, how to resize and crop.
 
@@ -146,8 +150,29 @@ class CropOp(Op):
     """
 
     size: int
-    #: The resize's filter (antialiased): "bilinear", or "bicubic" where a crop offers it.
+    #: The resize's filter (antialiased): "bilinear" or "bicubic" (:data:`RESAMPLING`). A
+    #: crop that resizes declares it as a field; both backends realise it.
     interpolation: str = "bilinear"
+
+    def check_interpolation(self) -> None:
+        """Validate ``interpolation`` (for ``__post_init__``)."""
+        require(
+            self.interpolation in RESAMPLING,
+            "interpolation",
+            self.interpolation,
+            f"choose one of {', '.join(RESAMPLING)}",
+        )
+
+    def resampled(self, geometry: Geometry) -> Geometry:
+        """``geometry`` resized with this crop's filter."""
+        return replace(geometry, interpolation=self.interpolation)
+
+    def resize_transform(self, resize: Any) -> Any:
+        """torchvision's ``v2.Resize(resize)`` with this crop's filter, antialiased."""
+        from torchvision.transforms import v2
+
+        mode = v2.InterpolationMode(self.interpolation)
+        return v2.Resize(resize, interpolation=mode, antialias=True)
 
     def size_at(self, epoch: int) -> int:
         """The output side in ``epoch`` (``size`` unless the crop has a resolution schedule)."""

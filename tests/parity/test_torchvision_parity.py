@@ -31,7 +31,14 @@ from dali_pipes.backends import create_loader
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.image_folder import folder_dataset_source
 from dali_pipes.data.specs import SamplingSpec
-from dali_pipes.selfcheck.bounds import COLOR_JITTER, DALI_CPU_VS_TORCH, EXACT, Bound, figures
+from dali_pipes.selfcheck.bounds import (
+    COLOR_JITTER,
+    CUBIC,
+    DALI_CPU_VS_TORCH,
+    EXACT,
+    Bound,
+    figures,
+)
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 16
@@ -54,6 +61,22 @@ DETERMINISTIC: dict[str, Any] = {
     ),
     "v1 CenterCrop alone, padded where smaller, PILToTensor": T.Compose(
         [T.CenterCrop(420), T.PILToTensor()]
+    ),
+}
+
+
+#: Bicubic resizes: DALI's antialiased cubic filter against torchvision's (:data:`CUBIC`).
+BICUBIC: dict[str, Any] = {
+    "v1 Resize(bicubic) CenterCrop ToTensor Normalize": T.Compose(
+        [
+            T.Resize(256, interpolation=T.InterpolationMode.BICUBIC),
+            T.CenterCrop(224),
+            T.ToTensor(),
+            T.Normalize(MEAN, STD),
+        ]
+    ),
+    "v2 ToImage Resize((h, w), PIL bicubic) uint8": V.Compose(
+        [V.ToImage(), V.Resize((200, 150), interpolation=3)]
     ),
 }
 
@@ -116,6 +139,15 @@ def test_deterministic_pipelines_give_torchvisions_batches_on_dali_cpu_and_torch
     name: str, real_photos: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     compare(ImageFolder(str(real_photos), DETERMINISTIC[name]), DALI_CPU_VS_TORCH, name, capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(BICUBIC))
+def test_bicubic_resizes_give_torchvisions_batches_within_the_cubic_bound(
+    name: str, real_photos: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bound = Bound(*(max(a, b) for a, b in zip(DALI_CPU_VS_TORCH, CUBIC, strict=True)))
+    compare(ImageFolder(str(real_photos), BICUBIC[name]), bound, name, capsys)
 
 
 EVAL = [T.Resize(64), T.CenterCrop(56)]

@@ -67,13 +67,15 @@ def crop_config(steps: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 "Resize a (height, width)",
                 0,
             )
-        return {"op": "center_crop", "size": list(resize), "resize": list(resize)}  # type: ignore[arg-type]
+        whole = list(resize)  # type: ignore[arg-type]
+        return {"op": "center_crop", **merged, "size": whole, "resize": whole}
     if names[-1] == "RandomCrop":
         return {"op": "random_crop", **merged, "resize": _plain(resize)}
     size = merged["size"]
+    mode = {"interpolation": merged["interpolation"]} if "interpolation" in merged else {}
     if isinstance(resize, int) and size[0] == size[1] and resize >= size[0]:
-        return {"op": "resize_center_crop", "size": size[0], "resize": resize}
-    return {"op": "center_crop", "size": list(size), "resize": _plain(resize)}
+        return {"op": "resize_center_crop", "size": size[0], "resize": resize, **mode}
+    return {"op": "center_crop", "size": list(size), "resize": _plain(resize), **mode}
 
 
 def _plain(resize: Any) -> Any:

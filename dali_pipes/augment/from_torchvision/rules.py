@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from dali_pipes.augment.base import RESAMPLING
 from dali_pipes.augment.from_torchvision import args
 from dali_pipes.augment.from_torchvision.values import Refused, Values, dtype_name
 
@@ -155,19 +156,20 @@ def _normalize(t: Any, at: At) -> Values:
 # --------------------------------------------------------------------------- geometry
 
 
-def _resampled(t: Any, at: At) -> None:
-    """A resize the decode-fused crop does exactly: of pixels, bilinear, antialiased."""
+def _resampled(t: Any, at: At) -> dict[str, Any]:
+    """A resize the decode-fused crop does exactly: of pixels, antialiased, bilinear or
+    bicubic; the crop's ``interpolation`` when it is not the crops' default (bilinear)."""
     pixels(at)
-    args.require_interpolation(t.interpolation, ("bilinear",))
+    mode = args.require_interpolation(t.interpolation, RESAMPLING)
     args.antialiased(t, at.values.pil)
+    return {} if mode == "bilinear" else {"interpolation": mode}
 
 
 @rule("Resize", "geometry")
 def _resize(t: Any, at: At) -> dict[str, Any]:
     if t.max_size is not None:
         raise Refused(f"max_size={t.max_size} is not supported")
-    _resampled(t, at)
-    return {"resize": args.size(t.size, shorter=True)}
+    return {"resize": args.size(t.size, shorter=True), **_resampled(t, at)}
 
 
 @rule("CenterCrop", "geometry")
@@ -178,11 +180,11 @@ def _center_crop(t: Any, at: At) -> dict[str, Any]:
 
 @rule("RandomResizedCrop", "geometry")
 def _random_resized_crop(t: Any, at: At) -> dict[str, Any]:
-    _resampled(t, at)
     return {
         "size": args.square(t.size),
         "scale": [float(v) for v in t.scale],
         "ratio": [float(v) for v in t.ratio],
+        **_resampled(t, at),
     }
 
 

@@ -40,15 +40,17 @@ def check_fits(op: Any, shape: tuple[int, int]) -> None:
 @register_op
 @dataclass(frozen=True)
 class CenterCrop(CropOp):
-    """torchvision ``Resize(resize)`` (null: none) then ``CenterCrop(size)``."""
+    """torchvision ``Resize(resize, interpolation)`` (null: none) then ``CenterCrop(size)``."""
 
     name = "center_crop"
     size: Any = 224
     resize: Any = None
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         shape = shape_of(side_or_shape(self, "size"))  # type: ignore[arg-type]
         side_or_shape(self, "resize", optional=True)
+        self.check_interpolation()
         check_fits(self, shape)
 
     def size_at(self, epoch: int) -> int:
@@ -59,7 +61,7 @@ class CenterCrop(CropOp):
         return shape_of(self.size)
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
-        return plan_center_crop(sizes, self.resize, shape_of(self.size))
+        return self.resampled(plan_center_crop(sizes, self.resize, shape_of(self.size)))
 
     def pad_fill(self) -> tuple[int, int, int] | None:
         return (0, 0, 0) if self.resize is None else None
@@ -70,4 +72,4 @@ class CenterCrop(CropOp):
         crop = v2.CenterCrop(self.size)
         if self.resize is None:
             return crop
-        return v2.Compose([v2.Resize(self.resize, antialias=True), crop])
+        return v2.Compose([self.resize_transform(self.resize), crop])

@@ -7,7 +7,7 @@ resizing it, the torch backend with :func:`dali_pipes.augment.geometry_torch.app
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,6 @@ from dali_pipes.augment.geometry import (
     plan_resize_center_crop,
 )
 from dali_pipes.errors import require
-
-#: The crop's filters: torchvision's antialiased ``InterpolationMode`` of each.
-INTERPOLATIONS = ("bilinear", "bicubic")
 
 
 @register_op
@@ -49,12 +46,7 @@ class RandomResizedCrop(CropOp):
 
     def __post_init__(self) -> None:
         number(self, "size", 1, integer=True)
-        require(
-            self.interpolation in INTERPOLATIONS,
-            "interpolation",
-            self.interpolation,
-            f"choose one of {', '.join(INTERPOLATIONS)}",
-        )
+        self.check_interpolation()
         lo, hi = pair(self, "scale")
         require(0 < lo <= hi <= 1, "scale", self.scale, "need 0 < low <= high <= 1")
         lo, hi = pair(self, "ratio")
@@ -79,13 +71,12 @@ class RandomResizedCrop(CropOp):
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
         size = self.size_at(epoch)
-        geometry = plan_random_resized_crop(sizes, u, size, self.scale, self.ratio)
-        return replace(geometry, interpolation=self.interpolation)
+        return self.resampled(plan_random_resized_crop(sizes, u, size, self.scale, self.ratio))
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
 
-        mode = getattr(v2.InterpolationMode, self.interpolation.upper())
+        mode = v2.InterpolationMode(self.interpolation)
         return v2.RandomResizedCrop(
             self.size, self.scale, self.ratio, interpolation=mode, antialias=True
         )
@@ -94,14 +85,17 @@ class RandomResizedCrop(CropOp):
 @register_op
 @dataclass(frozen=True)
 class ResizeCenterCrop(CropOp):
-    """torchvision ``Resize(resize)`` of the shorter side, then ``CenterCrop(size)``."""
+    """torchvision ``Resize(resize, interpolation)`` of the shorter side, then
+    ``CenterCrop(size)``."""
 
     name = "resize_center_crop"
     size: int = 224
     resize: int = 256
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         number(self, "size", 1, integer=True)
+        self.check_interpolation()
         number(self, "resize", 1, integer=True)
         require(
             self.resize >= self.size,
@@ -111,9 +105,9 @@ class ResizeCenterCrop(CropOp):
         )
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
-        return plan_resize_center_crop(sizes, self.resize, self.size)
+        return self.resampled(plan_resize_center_crop(sizes, self.resize, self.size))
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
 
-        return v2.Compose([v2.Resize(self.resize, antialias=True), v2.CenterCrop(self.size)])
+        return v2.Compose([self.resize_transform(self.resize), v2.CenterCrop(self.size)])

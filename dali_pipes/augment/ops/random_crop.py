@@ -47,12 +47,13 @@ def ltrb(value: Any) -> tuple[int, int, int, int] | None:
 @register_op
 @dataclass(frozen=True)
 class RandomCrop(CropOp):
-    """torchvision ``Resize(resize)`` (null: none) then ``RandomCrop(size, padding,
+    """torchvision ``Resize(resize, interpolation)`` (null: none) then ``RandomCrop(size, padding,
     pad_if_needed, fill)``."""
 
     name = "random_crop"
     size: Any = 224
     resize: Any = None
+    interpolation: str = "bilinear"
     padding: Any = 0
     pad_if_needed: bool = False
     fill: Any = 0
@@ -60,6 +61,7 @@ class RandomCrop(CropOp):
     def __post_init__(self) -> None:
         shape = shape_of(side_or_shape(self, "size"))  # type: ignore[arg-type]
         side_or_shape(self, "resize", optional=True)
+        self.check_interpolation()
         sides = ltrb(self.padding)
         require(
             sides is not None,
@@ -99,7 +101,7 @@ class RandomCrop(CropOp):
         return (fill, fill, fill) if isinstance(fill, int) else fill
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
-        return plan_random_crop(
+        geometry = plan_random_crop(
             sizes,
             u,
             self.resize,
@@ -108,6 +110,7 @@ class RandomCrop(CropOp):
             self.pad_if_needed,
             self.fill_rgb,
         )
+        return self.resampled(geometry)
 
     def pad_fill(self) -> tuple[int, int, int] | None:
         return self.fill_rgb if padding_used(self.padding, self.pad_if_needed) else None
@@ -118,4 +121,4 @@ class RandomCrop(CropOp):
         crop = v2.RandomCrop(self.size, list(self.padding), self.pad_if_needed, self.fill)
         if self.resize is None:
             return crop
-        return v2.Compose([v2.Resize(self.resize, antialias=True), crop])
+        return v2.Compose([self.resize_transform(self.resize), crop])

@@ -69,6 +69,23 @@ def test_the_imagenet_recipes_map_to_the_presets_crops_and_flip(tv: Any) -> None
     assert (train.mean, train.std, train.dtype) == (MEAN, STD, "float32")
 
 
+@pytest.mark.parametrize("tv", [T, V], ids=["v1", "v2"])
+def test_a_bicubic_resize_or_crop_maps_to_a_bicubic_crop(tv: Any) -> None:
+    """Given as an InterpolationMode or as PIL's constant (3), on every fused form."""
+    bicubic = tv.InterpolationMode.BICUBIC
+    forms = {
+        "random_resized_crop": [tv.RandomResizedCrop(224, interpolation=3)],
+        "resize_center_crop": [tv.Resize(256, interpolation=bicubic), tv.CenterCrop(224)],
+        "center_crop": [tv.Resize((200, 150), interpolation=bicubic)],
+        "random_crop": [tv.Resize(64, interpolation=bicubic), tv.RandomCrop(56)],
+    }
+    for op, steps in forms.items():
+        crop = augment_spec(tv.Compose([*steps, tv.ToTensor()])).pipeline(True).crop
+        assert (crop.name, crop.interpolation) == (op, "bicubic"), op
+    plain = augment_spec(tv.Compose([tv.Resize(256), tv.CenterCrop(224), tv.ToTensor()]))
+    assert plain.pipeline(True).crop.interpolation == "bilinear"
+
+
 def test_v1_and_v2_of_every_op_map_alike() -> None:
     def pipeline(tv: Any) -> Any:
         return tv.Compose(
@@ -218,10 +235,10 @@ class Mine(torch.nn.Module):
          "[1] test_from_torchvision.Mine is not supported"),
         ([T.CenterCrop(8), V.RandomChoice([V.RandomVerticalFlip()])],
          "[1] torchvision.transforms.v2._container.RandomChoice is not supported"),
-        ([T.Resize(256, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224)],
-         "[0] Resize (v1): interpolation='bicubic' is not supported"),
-        ([V.Resize(256, interpolation=3), V.CenterCrop(224)],
-         "[0] Resize (v2): interpolation='bicubic'"),
+        ([T.Resize(256, interpolation=T.InterpolationMode.NEAREST), T.CenterCrop(224)],
+         "[0] Resize (v1): interpolation='nearest' is not supported"),
+        ([V.Resize(256, interpolation=1), V.CenterCrop(224)],
+         "[0] Resize (v2): interpolation='lanczos'"),
         ([T.Resize(256, max_size=300), T.CenterCrop(224)], "[0] Resize (v1): max_size=300"),
         ([V.ToImage(), V.Resize(256, antialias=False), V.CenterCrop(224)],
          "[1] Resize (v2): antialias=False on a tensor image"),

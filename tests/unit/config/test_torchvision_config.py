@@ -43,7 +43,12 @@ def test_the_transforms_replace_their_splits_and_set_the_batch_format() -> None:
     assert both.train.crop["op"] == "random_resized_crop" and both.train.crop["size"] == 176
     assert [p["op"] for p in both.train.ops.values()] == ["hflip", "trivialaugment"]
     assert both.train.batch["random_erasing"]["p"] == 0.1
-    assert both.val.crop == {"op": "resize_center_crop", "size": 224, "resize": 232}
+    assert both.val.crop == {
+        "op": "resize_center_crop",
+        "size": 224,
+        "resize": 232,
+        "interpolation": "bilinear",  # the op's field, filled by the config schema
+    }
     assert (both.mean, both.std, both.dtype) == ((0.5,) * 3, (0.25,) * 3, "float32")
     assert both.torchvision == {"train": None, "val": None}
     train_only = spec(f"augment.torchvision.train={TRAIN}")
