@@ -18,7 +18,7 @@ import pytest
 import torch
 from conftest import IDENTITY_CLASSES, REPO, TESTS, gpu
 from helpers.once import made_once
-from helpers.runs import rows, run_cli, torchrun
+from helpers.runs import rows, run_cli, signal_mid_epoch, torchrun
 from torch import nn
 
 from dali_pipes import compose_config
@@ -243,33 +243,16 @@ def test_sigint_stops_cleanly_with_a_final_checkpoint_and_resume_continues(tmp_p
         "data.batch_size=16",
         f"output_dir={tmp_path}",
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # Started with SIGINT ignored, as a non-interactive shell starts background jobs (and as
     # a child of a process that ignores it at that moment starts): it must still be honoured.
-    proc = subprocess.Popen(
-        [
-            "sh",
-            "-c",
-            'trap "" INT; exec "$0" "$@"',
-            sys.executable,
-            "-m",
-            "dali_pipes.train",
-            *args,
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+    command = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', sys.executable, "-m", "dali_pipes.train"]
+    returncode, stderr = signal_mid_epoch(
+        [*command, *args],
+        tmp_path,
+        signal.SIGINT,
+        settle=0.5,  # into epoch 1
     )
-    deadline = time.time() + 300
-    while latest(tmp_path / "checkpoints") is None and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # into epoch 1
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr[-2000:]
+    assert returncode == 130, stderr[-2000:]
     assert "interrupted" in stderr and "Traceback" not in stderr
     final = latest(tmp_path / "checkpoints")
     assert final is not None and "interrupted_at_batch" in final.name

@@ -63,25 +63,29 @@ def torchrun(nproc: int, *args: str, timeout: float = 600) -> subprocess.Complet
     return done
 
 
-def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
-    """Start :data:`PREEMPTIBLE` under torchrun and SIGTERM it inside epoch 1 (as SLURM
-    does; torchrun passes it on to every rank): the mid-epoch checkpoint, the exit code
-    and stderr."""
+def signal_mid_epoch(command: list[str], out: Path, sig: int, settle: float) -> tuple[int, str]:
+    """Start ``command`` (a training run writing to ``out``), wait for its first checkpoint
+    and ``settle`` seconds more (into epoch 1), then send it ``sig``: its exit code and
+    stderr once it has stopped."""
     proc = subprocess.Popen(
-        [*TORCHRUN, f"--nproc_per_node={nproc}", *PREEMPTIBLE, f"output_dir={out}"],
-        cwd=REPO,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     deadline = time.time() + 300
     while latest(out / "checkpoints") is None and time.time() < deadline:
         time.sleep(0.05)
-    time.sleep(1.0)
-    assert proc.poll() is None, "the run ended before it could be preempted"
-    proc.send_signal(signal.SIGTERM)
+    time.sleep(settle)
+    assert proc.poll() is None, "the run ended before it could be signalled"
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stderr
+
+
+def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
+    """Start :data:`PREEMPTIBLE` under torchrun and SIGTERM it inside epoch 1 (as SLURM
+    does; torchrun passes it on to every rank): the mid-epoch checkpoint, the exit code
+    and stderr."""
+    command = [*TORCHRUN, f"--nproc_per_node={nproc}", *PREEMPTIBLE, f"output_dir={out}"]
+    returncode, stderr = signal_mid_epoch(command, out, signal.SIGTERM, settle=1.0)
     stopped = latest(out / "checkpoints")
     assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]
-    return stopped, proc.returncode, stderr
+    return stopped, returncode, stderr
