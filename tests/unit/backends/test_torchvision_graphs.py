@@ -35,7 +35,7 @@ from dali_pipes.backends.dali.trace import check
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec, TorchBackend
 from dali_pipes.data.sources import discover_folder
 from dali_pipes.data.specs import SamplingSpec
-from dali_pipes.selfcheck.bounds import COLOR_JITTER, EXACT, Bound, figures
+from dali_pipes.selfcheck.bounds import COLOR_JITTER, CUBIC, EXACT, Bound, figures
 from dali_pipes.selfcheck.graphs import GraphCase
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -74,6 +74,9 @@ PIPELINES: dict[str, Any] = {
         [V.ToImage(), V.Resize((120, 96)), V.TrivialAugmentWide(), V.RandomSolarize(100)]
     ),
     "centre crop alone, padded, v2": V.Compose([V.CenterCrop(600), V.PILToTensor()]),
+    "bicubic eval v1": T.Compose(
+        [T.Resize(256, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224), T.ToTensor()]
+    ),
 }
 DEVICES = {
     "GPU": GraphDevices.gpu(0),
@@ -153,6 +156,7 @@ TWINS: dict[str, tuple[Any, Bound]] = {
         COLOR_JITTER,
     ),
     "centre crop alone, padded": (PIPELINES["centre crop alone, padded, v2"], EXACT),
+    "bicubic resize and centre crop": (PIPELINES["bicubic eval v1"], CUBIC),
 }
 
 
