@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment.geometry import Geometry
+from dali_pipes.augment.tv_functional import F
 
 
 def _taps(n_in: int, n_res: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torchvision.io import encode_jpeg
 
 CLASSES = ("circle", "ring", "square", "triangle", "hstripes", "vstripes")
 VERSION = 1
@@ -89,6 +88,8 @@ def _render(label: int, seed: tuple[int, ...]) -> bytes:
     img[mask] = fg
     img += rng.normal(0, 8, size=img.shape).astype(np.float32)
     pixels = torch.from_numpy(np.clip(img, 0, 255).astype(np.uint8)).permute(2, 0, 1)
+    from torchvision.io import encode_jpeg  # on first use: see augment.tv_functional
+
     return bytes(encode_jpeg(pixels.contiguous(), quality=int(rng.integers(80, 96))).numpy())
 
 

@@ -282,6 +282,11 @@ def per_sample_operator(run_fn: Any) -> Any:
                 ins_ndim=[3, 1],
                 batch_processing=False,
             )
+            # An operator made while DALI records no definition stacks (a graph being
+            # checked: backends.dali.trace.origins_not_recorded) lacks the attribute its
+            # calls read once recording is back on; None is what DALI gives it otherwise.
+            if not hasattr(_OPERATORS[run_fn], "_definition_frame_end"):
+                _OPERATORS[run_fn]._definition_frame_end = None
         return _OPERATORS[run_fn]
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as F
 
 from dali_pipes.augment.auto.layout import (
     AFFINE,
@@ -37,10 +36,11 @@ from dali_pipes.augment.auto.layout import (
     SHARPNESS,
     SOLARIZE,
 )
+from dali_pipes.augment.tv_functional import F
 
 #: torch realisation: (uint8 ``[3, H, W]`` image, signed magnitude value, interpolation,
 #: fill as torchvision takes it) -> image.
-TorchFn = Callable[[torch.Tensor, float, F.InterpolationMode, list[float] | None], torch.Tensor]
+TorchFn = Callable[[torch.Tensor, float, "F.InterpolationMode", list[float] | None], torch.Tensor]
 #: ``F.affine``'s arguments for an array of magnitude values and the image size (h, w):
 #: any of ``angle`` (degrees, as given to the inverse-matrix computation), ``tx``, ``ty``
 #: (pixels), ``shx``, ``shy`` (degrees), ``scale``, ``corner`` (bool: about the top-left

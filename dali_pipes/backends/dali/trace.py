@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -182,13 +183,32 @@ def _op_problems(op: TracedOp) -> list[str]:
     return found
 
 
+@contextmanager
+def origins_not_recorded() -> Iterator[None]:
+    """DALI records, for every operator defined, the Python stack that defined it, to name
+    that line should the operator fail while running. A graph checked here is never run,
+    and recording the stacks is a quarter of its CPU time (traceback extraction with
+    source lines, per operator), so it is off while one is defined and traced, then back
+    as it was. DALI's switch is private (``nvidia.dali._utils.dali_trace``): the tests pin
+    it. Not thread-safe: the switch is DALI's one global."""
+    from nvidia.dali._utils import dali_trace
+
+    before = dali_trace.is_tracing_enabled()
+    dali_trace.set_tracing(enabled=False)
+    try:
+        yield
+    finally:
+        dali_trace.set_tracing(enabled=before)
+
+
 def check(
     label: str, devices: GraphDevices, define: Callable[[], Any], *, decodes: bool = True
 ) -> GraphCheck:
     """Define a pipeline with ``define()`` (not built), trace it and check it against
     ``devices``; DALI refusing to define or trace it is a problem too, in one line."""
     try:
-        graph = trace(define())
+        with origins_not_recorded():
+            graph = trace(define())
     except Exception as exc:  # any refusal is the finding
         return GraphCheck(label, devices, None, (refusal(exc),))
     return GraphCheck(label, devices, graph, tuple(problems(graph, devices, decodes=decodes)))

@@ -236,3 +236,41 @@ def test_graph_devices_that_cannot_be_are_refused() -> None:
             GraphDevices(*devices)
     twin = GraphDevices.twin()
     assert twin.is_twin and twin.gpu_graph and not twin.on_gpu and twin.device_id is None
+
+
+def test_a_checked_graph_is_defined_without_origin_stacks_and_the_switch_is_restored() -> None:
+    """DALI's private switch (``dali_trace``) is what :func:`trace.origins_not_recorded`
+    turns off while a graph is checked: an operator defined under it records no stack (the
+    ``_origin_stack_*`` arguments of its spec), one defined after it does again, and a
+    refusal still names what went wrong."""
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali._utils import dali_trace
+
+    from dali_pipes.backends.dali.trace import check, origins_not_recorded
+
+    def define() -> Any:
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def pipe() -> Any:
+            return fn.cast(fn.external_source(name="x"), dtype=types.FLOAT)
+
+        return pipe()
+
+    def recorded(pipe: Any) -> set[bool]:
+        pipe._build_graph()
+        return {"_origin_stack_filename" in str(op._spec) for op in pipe._ops}
+
+    assert dali_trace.is_tracing_enabled()
+    with origins_not_recorded():
+        assert not dali_trace.is_tracing_enabled()
+        untraced = define()
+    assert dali_trace.is_tracing_enabled()
+    assert recorded(untraced) == {False} and recorded(define()) == {True}
+    result = check("cpu", GraphDevices.cpu(), define, decodes=False)
+    assert result.ok and dali_trace.is_tracing_enabled(), result.problems
+
+    def refused() -> Any:
+        raise ValueError("no such graph")
+
+    failure = check("cpu", GraphDevices.cpu(), refused)
+    assert failure.problems and "ValueError: no such graph" in failure.problems[0]
+    assert dali_trace.is_tracing_enabled()
