@@ -82,6 +82,12 @@ class AugmentSpec:
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
     channels_last: bool = False
+    #: The batch's channels: 3 (RGB), or 1 (grey, torchvision's ``Grayscale()``): images are
+    #: made with three channels and the loader hands over the first, which is why a grey
+    #: split's ops must leave the three equal (``grayscale`` with ``p=1`` among them) and
+    #: ``mean``/``std`` be three equal numbers. Set by a torchvision pipeline that outputs
+    #: one channel (:mod:`dali_pipes.augment.from_torchvision`).
+    channels: int = 3
     imports: tuple[str, ...] = ()
     #: torchvision pipelines given by ``_target_`` nodes, per split: each one given
     #: replaces that split, and ``mean``, ``std`` and ``dtype`` become what it outputs.
@@ -104,6 +110,14 @@ class AugmentSpec:
         require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
         if self.dtype == "uint8":
             _require_pixels(self.mean, std)
+        require(self.channels in (1, 3), "augment.channels", self.channels, "choose 1 or 3")
+        if self.channels == 1:
+            require(
+                len(set(self.mean)) == 1 and len(set(std)) == 1,
+                "augment.channels",
+                1,
+                f"takes one mean and one std (three equal numbers), not {self.mean} and {std}",
+            )
         object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
         from dali_pipes.augment import parse_pipeline
         from dali_pipes.augment.batch import batch_config, parse_batch
@@ -120,6 +134,12 @@ class AugmentSpec:
                 views[split] = (single(pipelines[split]), None)
                 continue
             views[split] = parse_views(pipelines[split], aug.views, f"augment.{split}")
+            require(
+                self.channels == 3,
+                "augment.channels",
+                self.channels,
+                f"augment.{split} has views, which are made with three channels; use 3",
+            )
             require(
                 not batches[split][0],
                 f"augment.{split}.batch",
