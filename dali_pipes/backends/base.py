@@ -330,16 +330,14 @@ class Loader(DataLoaderAttributes, ABC):
         as they are handed over: the progress :meth:`state_dict` reports; a grey batch's
         first channel (:func:`first_channel`). Every backend's batches pass here, so the
         count and the channel count live in one place."""
-        stage, run = self.batch_stage, self._run
-        augment = self.spec.augment
-        grey = augment.channels == 1  # a split with views has three (AugmentSpec)
+        stage, run, augment = self.batch_stage, self._run, self.spec.augment
 
         def staged() -> Iterator[Batch]:
             for k, (images, labels) in enumerate(batches, start=plan.first):
                 if stage is not None:
                     assert isinstance(images, torch.Tensor)  # a split with views has no stage
                     images, labels = stage(images, labels, epoch=plan.epoch, position=k)
-                if grey:
+                if augment.channels == 1:  # a split with views has three (AugmentSpec)
                     images = first_channel(images, augment.channels_last)
                 if run is not None:
                     run.yielded += 1
