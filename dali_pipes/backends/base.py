@@ -20,7 +20,8 @@ from dali_pipes.runtime.devices import resolve_devices
 
 __all__ = ["BadFiles", "Batch", "EpochPlan", "Images", "Loader", "each_view", "loader_devices"]
 
-#: A batch's images: one ``[N, 3, H, W]`` tensor, or for a split with views
+#: A batch's images: one ``[N, 3, H, W]`` tensor (``[N, 1, H, W]`` with
+#: ``augment.channels=1``, :func:`first_channel`), or for a split with views
 #: (:mod:`dali_pipes.augment.views`) a list of them, one per view, in the configured order.
 Images = torch.Tensor | list[torch.Tensor]
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
