@@ -217,6 +217,7 @@ def augment_spec(
             crop=val_crop, ops=base.val.ops, batch=base.val.batch, views=base.val.views
         ),
         imports=base.imports,
+        channels=base.channels,
         **kept,
     )
 

@@ -121,3 +121,11 @@ def test_the_spec_takes_one_or_three_channels_one_mean_and_no_views_for_grey() -
     views = SplitAugment(views={"global": {"count": 2}})
     with pytest.raises(ConfigError, match=r"augment.channels=1 .*has views"):
         AugmentSpec(train=views, channels=1, mean=(0.5,) * 3, std=(0.25,) * 3)
+
+
+def test_dali_iterator_keeps_a_grey_specs_channels() -> None:
+    from dali_pipes.iterator import augment_spec as iterator_spec
+
+    grey = augment_spec([T.CenterCrop(8), T.Grayscale(), T.PILToTensor()])
+    assert iterator_spec(grey).channels == 1
+    assert iterator_spec(grey, channels_last=True).channels == 1
