@@ -20,6 +20,7 @@ import torchvision.transforms.v2 as V
 from dali_pipes.augment.from_torchvision import augment_spec, convert, from_config
 from dali_pipes.augment.spec import PIXEL_STD, AugmentSpec, SplitAugment
 from dali_pipes.errors import ConfigError
+from dali_pipes.iterator import augment_spec as iterator_spec
 
 
 @pytest.mark.parametrize("tv", [T, V], ids=["v1", "v2"])
@@ -124,8 +125,6 @@ def test_the_spec_takes_one_or_three_channels_one_mean_and_no_views_for_grey() -
 
 
 def test_dali_iterator_keeps_a_grey_specs_channels() -> None:
-    from dali_pipes.iterator import augment_spec as iterator_spec
-
     grey = augment_spec([T.CenterCrop(8), T.Grayscale(), T.PILToTensor()])
     assert iterator_spec(grey).channels == 1
     assert iterator_spec(grey, channels_last=True).channels == 1
