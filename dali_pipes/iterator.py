@@ -73,7 +73,8 @@ class DALIIterator(DaliLoader):
 
     Returns:
         (as an iterable) ``(images, labels)`` batches: normalised ``[N, 3, H, W]`` tensors
-        on the loader's device and int64 labels (soft targets with a preset's batch ops);
+        (``[N, 1, H, W]`` after a torchvision ``Grayscale()``) on the loader's device and
+        int64 labels (soft targets with a preset's batch ops);
         with a preset's views, ``(views, labels)``: a list of such tensors, one per view.
     """
 
@@ -216,6 +217,7 @@ def augment_spec(
             crop=val_crop, ops=base.val.ops, batch=base.val.batch, views=base.val.views
         ),
         imports=base.imports,
+        channels=base.channels,
         **kept,
     )
 

@@ -40,6 +40,22 @@ def _require_pixels(mean: tuple[float, ...], std: tuple[float, ...]) -> None:
     )
 
 
+def _check_channels(spec: AugmentSpec, views: str | None = None) -> None:
+    """``augment.channels``: 3, or 1 (grey) with one mean and one std, and (``views``: the
+    split that has them) never for views, which are made with three channels."""
+    key, channels = "augment.channels", spec.channels
+    require(channels in (1, 3), key, channels, "choose 1 or 3")
+    if channels == 1:
+        mean, std = spec.mean, spec.std
+        one = len(set(mean)) == 1 and len(set(std)) == 1
+        require(
+            one, key, 1, f"takes one mean and one std (three equal numbers), not {mean} and {std}"
+        )
+        require(
+            views is None, key, 1, f"augment.{views} has views, made with three channels; use 3"
+        )
+
+
 @dataclass(frozen=True)
 class SplitAugment:
     """One split's augmentation, as configured: the decode-fused ``crop`` (its parameters,
@@ -82,6 +98,12 @@ class AugmentSpec:
     std: tuple[float, float, float] = (0.229, 0.224, 0.225)
     dtype: str = "float32"
     channels_last: bool = False
+    #: The batch's channels: 3 (RGB), or 1 (grey, torchvision's ``Grayscale()``): images are
+    #: made with three channels and the loader hands over the first, which is why a grey
+    #: split's ops must leave the three equal (``grayscale`` with ``p=1`` among them) and
+    #: ``mean``/``std`` be three equal numbers. Set by a torchvision pipeline that outputs
+    #: one channel (:mod:`dali_pipes.augment.from_torchvision`).
+    channels: int = 3
     imports: tuple[str, ...] = ()
     #: torchvision pipelines given by ``_target_`` nodes, per split: each one given
     #: replaces that split, and ``mean``, ``std`` and ``dtype`` become what it outputs.
@@ -104,6 +126,7 @@ class AugmentSpec:
         require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
         if self.dtype == "uint8":
             _require_pixels(self.mean, std)
+        _check_channels(self)
         object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
         from dali_pipes.augment import parse_pipeline
         from dali_pipes.augment.batch import batch_config, parse_batch
@@ -120,6 +143,7 @@ class AugmentSpec:
                 views[split] = (single(pipelines[split]), None)
                 continue
             views[split] = parse_views(pipelines[split], aug.views, f"augment.{split}")
+            _check_channels(self, views=split)
             require(
                 not batches[split][0],
                 f"augment.{split}.batch",

@@ -20,7 +20,8 @@ from dali_pipes.runtime.devices import resolve_devices
 
 __all__ = ["BadFiles", "Batch", "EpochPlan", "Images", "Loader", "each_view", "loader_devices"]
 
-#: A batch's images: one ``[N, 3, H, W]`` tensor, or for a split with views
+#: A batch's images: one ``[N, 3, H, W]`` tensor (``[N, 1, H, W]`` with
+#: ``augment.channels=1``, :func:`first_channel`), or for a split with views
 #: (:mod:`dali_pipes.augment.views`) a list of them, one per view, in the configured order.
 Images = torch.Tensor | list[torch.Tensor]
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
@@ -32,6 +33,13 @@ Batch = tuple[Any, torch.Tensor]
 def each_view(fn: Callable[[torch.Tensor], torch.Tensor], images: Images) -> Images:
     """``fn`` applied to a batch's images, or to each view's tensor."""
     return [fn(view) for view in images] if isinstance(images, list) else fn(images)
+
+
+def first_channel(images: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """A grey batch (``augment.channels=1``) as ``[N, 1, H, W]``: the first of the three
+    equal channels it was made with, in the batch's memory format."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    return images[:, :1].contiguous(memory_format=layout)
 
 
 #: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.
@@ -320,15 +328,18 @@ class Loader(DataLoaderAttributes, ABC):
     def _staged(self, plan: EpochPlan, batches: Iterator[Batch]) -> Iterator[Batch]:
         """``batches`` through the batch stage, batch ``k`` keyed as the epoch's batch
         ``plan.first + k`` (so a resumed epoch mixes as the uninterrupted one did), counted
-        as they are handed over: the progress :meth:`state_dict` reports. Every backend's
-        batches pass here, so the count lives in one place."""
-        stage, run = self.batch_stage, self._run
+        as they are handed over: the progress :meth:`state_dict` reports; a grey batch's
+        first channel (:func:`first_channel`). Every backend's batches pass here, so the
+        count and the channel count live in one place."""
+        stage, run, augment = self.batch_stage, self._run, self.spec.augment
 
         def staged() -> Iterator[Batch]:
             for k, (images, labels) in enumerate(batches, start=plan.first):
                 if stage is not None:
                     assert isinstance(images, torch.Tensor)  # a split with views has no stage
                     images, labels = stage(images, labels, epoch=plan.epoch, position=k)
+                if augment.channels == 1:  # a split with views has three (AugmentSpec)
+                    images = first_channel(images, augment.channels_last)
                 if run is not None:
                     run.yielded += 1
                 yield images, labels

@@ -46,12 +46,14 @@ class Normalizer:
 
 
 def pixels(images: torch.Tensor, augment: AugmentSpec) -> torch.Tensor:
-    """The inverse of :class:`Normalizer`: a normalised ``[N, 3, H, W]`` batch (any dtype,
-    layout or device) as uint8 pixels on the CPU, rounded and clipped to [0, 255] (random
-    erasing's noise leaves the range), for looking at what a model is fed."""
+    """The inverse of :class:`Normalizer`: a normalised ``[N, C, H, W]`` batch (any dtype,
+    layout or device; ``C``: ``augment.channels``) as uint8 pixels on the CPU, rounded and
+    clipped to [0, 255] (random erasing's noise leaves the range), for looking at what a
+    model is fed."""
     x = images.detach().to(device="cpu", dtype=torch.float32).contiguous()
-    mean = torch.tensor(augment.mean).view(1, 3, 1, 1) * 255
-    std = torch.tensor(augment.std).view(1, 3, 1, 1) * 255
+    c = augment.channels
+    mean = torch.tensor(augment.mean[:c]).view(1, c, 1, 1) * 255
+    std = torch.tensor(augment.std[:c]).view(1, c, 1, 1) * 255
     return x.mul(std).add_(mean).round_().clamp_(0, 255).to(torch.uint8)
 
 

@@ -70,18 +70,18 @@ def import_user_modules(modules: Iterable[Any]) -> None:
 
 def with_torchvision(node: DictConfig) -> DictConfig:
     """The augment node with ``augment.torchvision``'s transforms in their splits and the
-    batch format (mean, std, dtype) they output (:mod:`dali_pipes.augment.from_torchvision`);
-    the node itself when it gives none."""
+    batch format (mean, std, dtype, channels) they output
+    (:mod:`dali_pipes.augment.from_torchvision`); the node itself when it gives none."""
     given = node.get("torchvision")
     if not isinstance(given, DictConfig) or all(v is None for v in given.values()):
         return node
     from dali_pipes.augment.from_torchvision import from_config
 
-    splits, (mean, std, dtype) = from_config(OmegaConf.to_container(given, resolve=True))
+    splits, (mean, std, dtype, channels) = from_config(OmegaConf.to_container(given, resolve=True))
     node = node.copy()
     for split, aug in splits.items():
         node[split].crop, node[split].ops, node[split].batch = aug.crop, aug.ops, aug.batch
-    node.mean, node.std, node.dtype = list(mean), list(std), dtype
+    node.mean, node.std, node.dtype, node.channels = list(mean), list(std), dtype, channels
     node.torchvision = {"train": None, "val": None}
     return node
 

@@ -23,7 +23,7 @@ PAD = 6
 
 @dataclass(frozen=True)
 class Tile:
-    """One uint8 ``[3, H, W]`` image and the caption drawn under it."""
+    """One uint8 ``[3, H, W]`` (or grey ``[1, H, W]``) image and the caption under it."""
 
     image: torch.Tensor
     caption: str = ""
@@ -38,8 +38,10 @@ def font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
 
 
 def as_pil(image: torch.Tensor, side: int) -> Image.Image:
-    """A uint8 ``[3, H, W]`` tensor as an RGB image whose longer side is ``side``."""
-    array = image.detach().cpu().permute(1, 2, 0).contiguous().numpy().astype(np.uint8)
+    """A uint8 ``[3, H, W]`` tensor (or a grey ``[1, H, W]`` one) as an RGB image whose
+    longer side is ``side``."""
+    rgb = image.detach().cpu().expand(3, -1, -1)
+    array = rgb.permute(1, 2, 0).contiguous().numpy().astype(np.uint8)
     picture = Image.fromarray(array, mode="RGB")
     scale = side / max(picture.size)
     size = (max(1, round(picture.width * scale)), max(1, round(picture.height * scale)))

@@ -67,7 +67,8 @@ class MetricsLog:
         self.writer.flush()
 
     def images(self, tag: str, pixels: torch.Tensor, step: int, most: int = 32) -> None:
-        """Up to ``most`` images of a uint8 ``[N, 3, H, W]`` batch to TensorBoard."""
+        """Up to ``most`` images of a uint8 ``[N, C, H, W]`` batch (C: 3, or 1: grey) to
+        TensorBoard."""
         self.writer.add_images(tag, pixels[:most], global_step=step, dataformats="NCHW")
         self.writer.flush()
 

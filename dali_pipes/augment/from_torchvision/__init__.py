@@ -28,6 +28,8 @@ __all__ = [
     "is_transform",
 ]
 KEY = "augment.torchvision"
+#: The batch a pipeline outputs: (mean, std, dtype, channels).
+Format = tuple[tuple[float, ...], tuple[float, ...], str, int]
 
 
 def is_transform(obj: Any) -> bool:
@@ -44,7 +46,7 @@ def is_transform(obj: Any) -> bool:
 
 def augment_spec(transform: Any, *, channels_last: bool = False) -> AugmentSpec:
     """The :class:`AugmentSpec` whose splits both run ``transform`` (a loader uses the one
-    of its split), with the batch's dtype, mean and std the transform gives."""
+    of its split), with the batch's dtype, mean, std and channels the transform gives."""
     converted = convert(transform)
     return AugmentSpec(
         train=converted.split,
@@ -52,6 +54,7 @@ def augment_spec(transform: Any, *, channels_last: bool = False) -> AugmentSpec:
         mean=converted.mean,
         std=converted.std,
         dtype=converted.dtype,
+        channels=converted.channels,
         channels_last=channels_last,
     )
 
@@ -75,16 +78,17 @@ def instantiate(node: Any, key: str) -> Any:
 
 def from_config(
     nodes: Any,
-) -> tuple[dict[str, SplitAugment], tuple[tuple[float, ...], tuple[float, ...], str]]:
+) -> tuple[dict[str, SplitAugment], Format]:
     """``augment.torchvision``: the splits it gives (``train``, ``val``; a split left null
-    keeps its own) and the batch format (mean, std, dtype) they output, which must agree."""
+    keeps its own) and the batch format (mean, std, dtype, channels) they output, which
+    must agree."""
     if not isinstance(nodes, Mapping) or not set(nodes) <= {"train", "val"}:
         raise ConfigError(
             f"{KEY}={nodes!r} is invalid: expected {{train: <transform>, val: <transform>}}, "
             "each a transform given by _target_ (or null)"
         )
     splits: dict[str, SplitAugment] = {}
-    formats: dict[str, tuple[tuple[float, ...], tuple[float, ...], str]] = {}
+    formats: dict[str, Format] = {}
     for split, node in nodes.items():
         if node is None:
             continue
@@ -94,10 +98,16 @@ def from_config(
         except ConfigError as exc:
             raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}: {exc}") from None
         splits[split] = converted.split
-        formats[split] = (converted.mean, converted.std, converted.dtype)
+        formats[split] = (converted.mean, converted.std, converted.dtype, converted.channels)
+    one = [split for split, fmt in formats.items() if fmt[3] == 1]
+    if one and len(formats) < 2:
+        raise ConfigError(
+            f"{KEY}.{one[0]} gives one-channel batches (Grayscale()), which the other split's "
+            "augment cannot: give both splits a torchvision transform"
+        )
     if len(set(formats.values())) > 1:
         raise ConfigError(
-            f"{KEY}: train and val give different batches (mean, std, dtype: "
+            f"{KEY}: train and val give different batches (mean, std, dtype, channels: "
             f"{formats['train']} and {formats['val']}); end both with the same conversions"
         )
     return splits, next(iter(formats.values()))

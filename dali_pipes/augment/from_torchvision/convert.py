@@ -37,6 +37,7 @@ class Converted:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     dtype: str
+    channels: int = 3
 
 
 def flatten(transform: Any, where: str = "") -> Iterator[tuple[str, Any]]:
@@ -118,6 +119,9 @@ class _Walk:
             self.first_op = self.first_op or (where, transform)
             if kind == "op":
                 self.ops.append(self.checked(where, transform, read))
+                image = RULES[name].image
+                if image is not None:
+                    self.values = image(transform, self.values)
             else:
                 self.erasing.append((where, transform, read, self.values))
 
@@ -139,7 +143,16 @@ class _Walk:
         name, version = self.identify(where, transform)
         if RULES[name].kind != "op":
             raise refused(where, transform, "only image ops can be inside RandomApply")
-        return self.checked(where, transform, self.read(where, transform, name, version))
+        config = self.checked(where, transform, self.read(where, transform, name, version))
+        image = RULES[name].image
+        if image is not None and image(transform, self.values) != self.values:
+            raise refused(
+                where,
+                transform,
+                "inside RandomApply it would give some images another channel count than "
+                "the others, which cannot be batched; place it outside RandomApply",
+            )
+        return config
 
     def checked(self, where: str, transform: Any, config: dict[str, Any]) -> dict[str, Any]:
         """``config`` once its op accepts it (an error names the transform)."""
@@ -189,9 +202,14 @@ def _fill(value: list[float] | None, at: Values, final: Values) -> Any:
                 "from the batch's here (the transforms after it rescale); place it last"
             )
         return 0.0
-    values = value * 3 if len(value) == 1 else value
-    if len(values) != 3:
+    if len(value) not in (1, at.channels):
+        if at.channels == 1:
+            raise Refused(
+                f"value={value!r} needs one value: the image has one channel here (after "
+                "Grayscale()); torchvision raises"
+            )
         raise Refused(f"value={value!r} needs one value or three (RGB images)")
+    values = value * 3 if len(value) == 1 else value
     fills = [at.value_of(float(v), c, final) for c, v in enumerate(values)]
     if final.dtype == "uint8":  # torch truncates a float fill into uint8 pixels
         fills = [float(math.floor(v + 1e-6)) for v in fills]
@@ -218,4 +236,4 @@ def convert(transform: Any) -> Converted:
         )
     split = SplitAugment(crop=crop, ops=walk.ops, batch=walk.batch())
     values = walk.values
-    return Converted(split, values.mean, values.std, values.dtype)
+    return Converted(split, values.mean, values.std, values.dtype, values.channels)

@@ -22,7 +22,7 @@ and its place.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
@@ -57,20 +57,24 @@ class At:
 
 @dataclass(frozen=True)
 class Rule:
-    """A transform's rule: its kind of step and the function that reads it."""
+    """A transform's rule: its kind of step, the function that reads it and, for an image
+    op that changes what the image is (``Grayscale``'s channel count), the image after it."""
 
     kind: Kind
     read: Callable[[Any, At], Any]
+    image: Callable[[Any, Values], Values] | None = None
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(name: str, kind: Kind) -> Callable[[Callable[[Any, At], Any]], Callable[[Any, At], Any]]:
+def rule(
+    name: str, kind: Kind, image: Callable[[Any, Values], Values] | None = None
+) -> Callable[[Callable[[Any, At], Any]], Callable[[Any, At], Any]]:
     """Register the rule of transform ``name`` (the class name in torchvision)."""
 
     def register(read: Callable[[Any, At], Any]) -> Callable[[Any, At], Any]:
-        RULES[name] = Rule(kind, read)
+        RULES[name] = Rule(kind, read, image)
         return read
 
     return register
@@ -97,6 +101,16 @@ def pixels(at: At) -> None:
         raise Refused(
             "it is given values that are not pixels (after Normalize, or floats 0..255), "
             "where torchvision's colour and geometry ops assume pixels; move it before them"
+        )
+
+
+def three_channels(at: At, hint: str) -> None:
+    """An op that is not torchvision's on a one-channel image when it runs on the three
+    equal channels a ``Grayscale()`` image is held as (``hint``: what to do instead)."""
+    if at.values.channels == 1:
+        raise Refused(
+            "the image has one channel here (after Grayscale() with num_output_channels=1), "
+            f"where this transform is not mapped exactly; {hint}"
         )
 
 
@@ -150,7 +164,17 @@ def _to_pure_tensor(t: Any, at: At) -> Values:
 
 @rule("Normalize", "convert")
 def _normalize(t: Any, at: At) -> Values:
-    return at.values.normalize(tuple(t.mean), tuple(t.std))
+    mean, std = tuple(t.mean), tuple(t.std)
+    values = at.values.normalize(mean, std)
+    if at.values.channels == 1 and max(len(mean), len(std)) > 1:
+        if at.version == 1:
+            raise Refused(
+                f"mean={list(mean)}, std={list(std)} give a number per channel of three, but "
+                "the image has one channel after Grayscale() (torchvision raises); give one "
+                "mean and one std, e.g. Normalize(mean=[0.449], std=[0.226])"
+            )
+        return replace(values, channels=3)  # v2 broadcasts the one channel to three
+    return values
 
 
 # --------------------------------------------------------------------------- geometry
@@ -220,26 +244,37 @@ def _vflip(t: Any, at: At) -> dict[str, Any]:
 def _color_jitter(t: Any, at: At) -> dict[str, Any]:
     pixels(at)
     parts: dict[str, Any] = {}
+    # torchvision leaves a one-channel image's saturation and hue as they are
+    grey = ("saturation", "hue") if at.values.channels == 1 else ()
     for part in ("brightness", "contrast", "saturation", "hue"):
         value = getattr(t, part)
-        parts[part] = 0.0 if value is None else [float(value[0]), float(value[1])]
+        parts[part] = 0.0 if value is None or part in grey else [float(value[0]), float(value[1])]
     return {"op": "color_jitter", **parts, "p": 1.0}
 
 
 @rule("RandomGrayscale", "op")
 def _random_grayscale(t: Any, at: At) -> dict[str, Any]:
     pixels(at)
+    three_channels(at, "torchvision leaves a grey image as it is: remove it")
     return {"op": "grayscale", "p": float(t.p)}
 
 
-@rule("Grayscale", "op")
+def _grey_image(t: Any, values: Values) -> Values:
+    """``Grayscale(n)``: an image of ``n`` channels. The op gives the grey value in each
+    of the three channels it works on; the loader hands over the first when ``n`` is 1."""
+    return replace(values, channels=int(t.num_output_channels))
+
+
+@rule("Grayscale", "op", image=_grey_image)
 def _grayscale(t: Any, at: At) -> dict[str, Any]:
     pixels(at)
-    if t.num_output_channels != 3:
-        raise Refused(
-            f"num_output_channels={t.num_output_channels} is not supported: batches have three "
-            "channels; use Grayscale(num_output_channels=3) (the grey value in each channel)"
-        )
+    if t.num_output_channels not in (1, 3):
+        raise Refused(f"num_output_channels={t.num_output_channels!r} must be 1 or 3")
+    three_channels(
+        at,
+        "torchvision leaves a grey image as it is (Grayscale(3) repeats it): remove it, or give "
+        "the first Grayscale the channel count you want",
+    )
     return {"op": "grayscale", "p": 1.0}
 
 
@@ -278,6 +313,7 @@ def _random_apply(t: Any, at: At) -> dict[str, Any]:
 def _warp(t: Any, at: At) -> dict[str, Any]:
     """The interpolation and fill of the auto-augment transforms."""
     pixels(at)
+    three_channels(at, "move it before the Grayscale")
     return {
         "interpolation": args.require_interpolation(t.interpolation, ("nearest", "bilinear")),
         "fill": args.same_fill(t.fill, not at.values.floating),

@@ -50,6 +50,10 @@ class Values:
     dtype: str = "uint8"
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (PIXEL_STD,) * 3
+    #: The image's channels: 3, or 1 after ``Grayscale()`` (``num_output_channels=1``).
+    #: A one-channel image is held as three equal channels, so mean and std stay triples
+    #: (equal ones) and the loader hands over the first channel.
+    channels: int = 3
 
     @property
     def pixels(self) -> bool:
@@ -66,11 +70,11 @@ class Values:
 
     def to_tensor(self) -> Values:
         """``ToTensor`` of a PIL image: [0, 1] float32."""
-        return Values(pil=False, dtype="float32", std=(1.0, 1.0, 1.0))
+        return Values(pil=False, dtype="float32", std=(1.0, 1.0, 1.0), channels=self.channels)
 
     def to_image(self) -> Values:
         """``PILToTensor``/``ToImage`` of a PIL image: a uint8 tensor."""
-        return Values(pil=False)
+        return Values(pil=False, channels=self.channels)
 
     def to_dtype(self, dtype: str, scale: bool) -> Values:
         """torchvision's ``to_dtype`` of a tensor; :class:`Refused` where it would not give
@@ -86,7 +90,7 @@ class Values:
         if not (scale and self.pixels):
             need = "scale=True" if not scale else "[0, 1] floats (before Normalize)"
             raise Refused(f"converting floats to uint8 needs {need}")
-        return Values(pil=False)
+        return Values(pil=False, channels=self.channels)
 
     def normalize(self, mean: tuple[float, ...], std: tuple[float, ...]) -> Values:
         """``Normalize(mean, std)`` of a float tensor."""
