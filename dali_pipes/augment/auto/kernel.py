@@ -25,7 +25,6 @@ CPU pipeline is built; numba caches the compiled kernel on disk.
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from dali_pipes.augment.auto.layout import (
     SHARPNESS,
     SOLARIZE,
 )
+from dali_pipes.augment.auto.numba_callbacks import operator, run_callback, sample_arrays
 from dali_pipes.image.compiled import caching_jit
 
 # --------------------------------------------------------------------------- kernel
@@ -244,63 +244,28 @@ def run_slot(out: Any, img: Any, p: Any) -> None:
                     out[y, x, c] = v
 
 
-def _same_shape(outs: Any, ins: Any) -> None:
-    """The output of each sample has its input's shape (module level, like the next)."""
-    for i in range(len(outs[0])):
-        for d in range(len(outs[0][i])):
-            outs[0][i][d] = ins[0][i][d]
-
-
-def _call_run_slot(out: Any, img: Any, p: Any) -> None:
-    """What DALI's ``numba_function`` compiles its per-sample wrapper around: a plain
-    function calling the cached kernel (defined here, at module level, so that DALI's
-    AutoGraph does not convert it when the graph uses conditionals)."""
+@run_callback()
+def _slot_callback(
+    out_ptrs: Any, out_shapes: Any, out_ndims: Any, n_outs: Any,
+    in_ptrs: Any, in_shapes: Any, in_ndims: Any, n_ins: Any,
+) -> None:  # fmt: skip
+    """DALI's per-sample call of :func:`run_slot` (:mod:`.numba_callbacks`)."""
+    out, img, p = sample_arrays(out_ptrs, out_shapes, in_ptrs, in_shapes)
     run_slot(out, img, p)
 
 
-_OPERATORS: dict[Any, Any] = {}
-_LOCK = threading.Lock()
-
-
-def per_sample_operator(run_fn: Any) -> Any:
-    """DALI's numba operator calling ``run_fn(out, img, p)`` per sample (``out`` and ``img``
-    float32 HWC pixels of one shape, ``p`` a float64 row), built once per process and
-    kernel: building one compiles its wrappers (seconds), and an instance can be called in
-    any number of pipelines. ``run_fn`` is a plain module-level function (DALI's AutoGraph
-    must not convert it) that calls the cached kernel."""
-    with _LOCK:
-        if run_fn not in _OPERATORS:
-            from nvidia.dali import types
-            from nvidia.dali.plugin.numba import NumbaFunction
-
-            _OPERATORS[run_fn] = NumbaFunction(
-                run_fn=run_fn,
-                setup_fn=_same_shape,
-                out_types=[types.FLOAT],
-                in_types=[types.FLOAT, types.FLOAT64],
-                outs_ndim=[3],
-                ins_ndim=[3, 1],
-                batch_processing=False,
-            )
-            # An operator made while DALI records no definition stacks (a graph being
-            # checked: backends.dali.trace.origins_not_recorded) lacks the attribute its
-            # calls read once recording is back on; None is what DALI gives it otherwise.
-            if not hasattr(_OPERATORS[run_fn], "_definition_frame_end"):
-                _OPERATORS[run_fn]._definition_frame_end = None
-        return _OPERATORS[run_fn]
-
-
-def apply_kernel(what: str, run_fn: Any, images: Any, packed: Any) -> Any:
-    """The DALI CPU node running ``run_fn`` (:func:`per_sample_operator`) on each sample of
+def apply_kernel(what: str, callback: Any, images: Any, packed: Any) -> Any:
+    """The DALI CPU node running ``callback`` (a kernel's compiled per-sample call,
+    :func:`~dali_pipes.augment.auto.numba_callbacks.run_callback`) on each sample of
     ``images`` (float32 HWC pixels) with its row of ``packed``; refused for GPU nodes."""
     from nvidia.dali import fn
 
     from dali_pipes.augment.dali_ops import require_cpu
 
     require_cpu(what, images, packed)
-    return fn.reshape(per_sample_operator(run_fn)(images, packed), layout="HWC")
+    return fn.reshape(operator(callback)(images, packed), layout="HWC")
 
 
 def apply(images: Any, packed: Any) -> Any:
     """The DALI CPU node: each sample's slot applied to ``images`` (float32 HWC pixels)."""
-    return apply_kernel("the auto-augment slot kernel", _call_run_slot, images, packed)
+    return apply_kernel("the auto-augment slot kernel", _slot_callback, images, packed)

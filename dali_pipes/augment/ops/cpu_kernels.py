@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.auto.kernel import apply_kernel, fma32, gray, grey_mean
+from dali_pipes.augment.auto.numba_callbacks import run_callback, sample_arrays
 from dali_pipes.image.compiled import caching_jit
 
 _jit = caching_jit()
@@ -254,30 +255,45 @@ def run_blur(out: Any, img: Any, p: Any) -> None:
                 out[y, x, c] = min(max(np.rint(row[3 * x + c]), 0.0), 255.0)
 
 
-# What DALI's ``numba_function`` wraps (module level: see
-# :func:`dali_pipes.augment.auto.kernel.per_sample_operator`).
-def _call_run_jitter(out: Any, img: Any, p: Any) -> None:
+# DALI's per-sample calls of the kernels (module level, compiled once and cached:
+# :mod:`dali_pipes.augment.auto.numba_callbacks`).
+@run_callback()
+def _jitter_callback(
+    out_ptrs: Any, out_shapes: Any, out_ndims: Any, n_outs: Any,
+    in_ptrs: Any, in_shapes: Any, in_ndims: Any, n_ins: Any,
+) -> None:  # fmt: skip
+    out, img, p = sample_arrays(out_ptrs, out_shapes, in_ptrs, in_shapes)
     run_jitter(out, img, p)
 
 
-def _call_run_grayscale(out: Any, img: Any, p: Any) -> None:
+@run_callback()
+def _grayscale_callback(
+    out_ptrs: Any, out_shapes: Any, out_ndims: Any, n_outs: Any,
+    in_ptrs: Any, in_shapes: Any, in_ndims: Any, n_ins: Any,
+) -> None:  # fmt: skip
+    out, img, p = sample_arrays(out_ptrs, out_shapes, in_ptrs, in_shapes)
     run_grayscale(out, img, p)
 
 
-def _call_run_blur(out: Any, img: Any, p: Any) -> None:
+@run_callback()
+def _blur_callback(
+    out_ptrs: Any, out_shapes: Any, out_ndims: Any, n_outs: Any,
+    in_ptrs: Any, in_shapes: Any, in_ndims: Any, n_ins: Any,
+) -> None:  # fmt: skip
+    out, img, p = sample_arrays(out_ptrs, out_shapes, in_ptrs, in_shapes)
     run_blur(out, img, p)
 
 
 def jitter(images: Any, packed: Any) -> Any:
     """The DALI CPU node: each sample's jitter applied to ``images`` (float32 HWC pixels)."""
-    return apply_kernel("the colour jitter kernel", _call_run_jitter, images, packed)
+    return apply_kernel("the colour jitter kernel", _jitter_callback, images, packed)
 
 
 def grayscale(images: Any, packed: Any) -> Any:
     """The DALI CPU node: the samples whose row says so turned to grayscale."""
-    return apply_kernel("the grayscale kernel", _call_run_grayscale, images, packed)
+    return apply_kernel("the grayscale kernel", _grayscale_callback, images, packed)
 
 
 def blur(images: Any, packed: Any) -> Any:
     """The DALI CPU node: the samples whose row says so blurred with its sigma."""
-    return apply_kernel("the Gaussian blur kernel", _call_run_blur, images, packed)
+    return apply_kernel("the Gaussian blur kernel", _blur_callback, images, packed)

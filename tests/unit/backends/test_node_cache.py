@@ -318,6 +318,8 @@ def _rank_main(mode: str, root: str, out: str, *extra: str) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: conftest
     import logging
 
+    import torchvision.io  # noqa: F401 - nor that of the decoder's, imported on first use
+
     import dali_pipes.backends.cache.ram  # noqa: F401 - its imports' memory is not the cache's
     from dali_pipes import build_loader, compose_config
     from dali_pipes.backends.cache import store as decoded
