@@ -318,7 +318,7 @@ def _rank_main(mode: str, root: str, out: str, *extra: str) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: conftest
     import logging
 
-    import torchvision.io  # noqa: F401 - nor that of the decoder's, imported on first use
+    import torchvision.io  # noqa: F401 - the decoder imports it on first use: not the cache either
 
     import dali_pipes.backends.cache.ram  # noqa: F401 - its imports' memory is not the cache's
     from dali_pipes import build_loader, compose_config
