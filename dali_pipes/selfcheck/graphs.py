@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import product
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +45,14 @@ EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+@lru_cache(maxsize=128)
+def _composed(overrides: tuple[str, ...], split: str) -> LoaderSpec:
+    """The DALI loader spec ``overrides`` compose, for ``split``: composed once per process
+    (a Hydra composition costs more than defining the graph), as the cases of one preset
+    and split (its GPU graph, dali-cpu's, the GPU cache's) share it. A spec is frozen."""
+    return loader_spec(compose_config([*overrides, "backend=dali"]), split)
+
+
 Kind = Literal["loader", "cached", "decoder", "peer"]
 
 
@@ -65,7 +74,7 @@ class GraphCase:
     def spec(self) -> LoaderSpec:
         """The loader spec, composed as a user's config would be, for a GPU that need not
         exist: the placement is given to the graph, not resolved from this machine."""
-        spec = loader_spec(compose_config([*self.overrides, "backend=dali"]), self.split)
+        spec = _composed(self.overrides, self.split)
         if self.alone is not None:
             ops = {self.alone: dict(EXAMPLE_PARAMS.get(self.alone, {}))}
             train = replace(spec.augment.train, ops=ops)
