@@ -55,7 +55,10 @@ def _caching_cfunc(signature: Any) -> Callable[[Callable[..., None]], Any]:
 
 
 def run_callback() -> Callable[[Callable[..., None]], Any]:
-    """The decorator for a module-level per-sample callback (:data:`RUN_SIGNATURE`)."""
+    """The decorator for a module-level per-sample callback (:data:`RUN_SIGNATURE`): each
+    kernel has its own few-line callback, ``sample_arrays`` then the kernel, written out
+    rather than made by a factory: numba's disk cache is keyed by a function's source
+    and place, which a factory's callbacks would share whatever kernel each one holds."""
     return _caching_cfunc(RUN_SIGNATURE)
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from conftest import BUNDLED_PHOTOS
 from helpers.png import check_png
+from test_show import grid_width
 
 from dali_pipes import compose_config
 from dali_pipes.selfcheck.bounds import DALI_CPU_VS_TORCH, figures
-from dali_pipes.tools.grid import PAD
 from dali_pipes.tools.show import run_show
 
 V2 = "torchvision.transforms.v2"
@@ -41,4 +41,4 @@ def test_a_preview_of_grey_batches_draws_each_sample_on_every_backend(tmp_path: 
         assert s.images.shape == (3, 1, 48, 48)
     measured = figures(shown[0].images.float(), shown[1].images.float())
     assert DALI_CPU_VS_TORCH.admits(measured), measured  # the same crops, one channel
-    check_png(out, width=3 * (64 + PAD) + PAD)
+    check_png(out, width=grid_width(3, 64))
