@@ -13,11 +13,13 @@ is read by DALI's webdataset reader in the same planned order
 (:mod:`dali_pipes.backends.dali.webdataset`).
 
 The callback runs on the thread that schedules DALI's work, under the GIL, once per batch:
-on a GPU its time per image bounds the loader's speed. So it does per batch a handful of
-NumPy calls and no per-file work: the files are read ahead on read threads -- local files
+on a GPU its time per image bounds the loader's speed. So it hands over a batch prepared
+ahead and does no per-file work: the files are read ahead on read threads -- local files
 by a compiled loop that holds no GIL (:mod:`dali_pipes.image.batch_reads`), files in a
-bucket through the source's own reads -- and checked there; Python touches a file alone
-only when it is bad.
+bucket through the source's own reads -- and checked there, and a batch whose files are
+all good gets its columns there too (the draws are a pure function of the plan's epoch,
+the samples and their sizes, so where they are computed changes nothing). Python touches
+a file alone, and the callback draws, only when a batch holds a bad file.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Read(NamedTuple):
     bad: np.ndarray  # bool [n]: the read or the header check failed
     local: LocalBatch | None  # the buffers of a local read, reused once DALI has the bytes
     images: Any = None  # the images column as DALI takes it (None: a bad file to mend)
+    fed: Fed | None = None  # every column, drawn on the read thread (None: drawn when fed)
+    dali: tuple[Any, ...] | None = None  # ``fed``'s columns in feed order as DALI takes them
 
 
 def _dali_batch(blobs: list[Any]) -> Any:
@@ -78,6 +82,15 @@ def _dali_batch(blobs: list[Any]) -> Any:
     from nvidia.dali.tensors import TensorListCPU
 
     return TensorListCPU.from_dlpack_list(blobs)  # type: ignore[attr-defined]
+
+
+def _dali_columns(fed: Fed) -> tuple[Any, ...]:
+    """``fed``'s columns in feed order, each array after the images as the DALI batch that
+    ``external_source`` would make of it (sharing its memory, holding it alive): made on a
+    read thread, they cost the feeding thread nothing but handing them over."""
+    from nvidia.dali.tensors import TensorListCPU
+
+    return (fed.images, *(TensorListCPU(column) for column in fed.params()))
 
 
 class Feed:
@@ -144,8 +157,9 @@ class Feed:
         # Not recycled: DALI may still read the bytes of batches it has not delivered.
         self.in_flight.clear()
 
-    def _read(self, batch: np.ndarray) -> Read:
-        """Read and check one planned batch (on a read thread)."""
+    def _read(self, epoch: int, batch: np.ndarray) -> Read:
+        """Read and check one planned batch of ``epoch`` and, when every file is good,
+        make its columns (on a read thread)."""
         local = None
         if self._local is not None and self._paths is not None:
             paths = self._paths
@@ -156,7 +170,9 @@ class Feed:
         sizes, bad = self.sizes.check(batch, blobs, self.source.name)
         if bad.any():
             return Read(blobs, sizes, bad, local)
-        return Read(blobs, sizes, bad, local, blobs if local is None else _dali_batch(blobs))
+        images = blobs if local is None else _dali_batch(blobs)
+        fed = self._columns(epoch, batch, images, sizes)
+        return Read(blobs, sizes, bad, local, images, fed, _dali_columns(fed))
 
     def _next_batch(self) -> tuple[int, np.ndarray, Read]:
         """The next plan batch with its good files: position, indices, and their read.
@@ -174,7 +190,8 @@ class Feed:
                 return position, batch, read
             indices, blobs, sizes = self._mend(position, batch, read, bad)
             if len(indices):
-                return position, indices, read._replace(images=blobs, sizes=sizes)
+                mended = read._replace(images=blobs, sizes=sizes, fed=None, dali=None)
+                return position, indices, mended
             self._recycle(read.local)  # nothing of it goes to DALI
         raise StopIteration
 
@@ -245,20 +262,32 @@ class Feed:
 
     def batch(self) -> Fed:
         """The next batch's columns by name (:mod:`.columns`)."""
+        return self._batch()[0]
+
+    def _batch(self) -> tuple[Fed, tuple[Any, ...] | None]:
+        """The next batch's columns, and the same as DALI takes them if they were made on
+        the read thread (else None)."""
         position, indices, read = self._next_batch()
+        fed = read.fed
+        if fed is None:  # mended, or not read ahead (the cache's pixels)
+            fed = self._columns(self._plan.epoch, indices, read.images, read.sizes)
+        decoded = fed.decoded()
+        self.in_flight.append(
+            InFlight(position, indices, decoded.anchor, decoded.shape, read.local)
+        )
+        return fed, read.dali
+
+    def _columns(self, epoch: int, indices: np.ndarray, images: Any, sizes: np.ndarray) -> Fed:
+        """The columns of samples ``indices`` of ``epoch``, of header ``sizes``: every
+        view's draws (on any thread: nothing here changes the feed)."""
         ids = self.source.identity(indices)
-        draws = self.views.draw(read.sizes, ids, self.spec.sampling.seed, self._plan.epoch)
+        draws = self.views.draw(sizes, ids, self.spec.sampling.seed, epoch)
         decode = shared_window(draws) if self.multi_view else None
         views = tuple(
             self._view(pipeline, draw, decode)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         )
-        fed = Fed(read.images, self.labels[indices], views, decode)
-        decoded = fed.decoded()
-        self.in_flight.append(
-            InFlight(position, indices, decoded.anchor, decoded.shape, read.local)
-        )
-        return fed
+        return Fed(images, self.labels[indices], views, decode)
 
     def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:
         """One view's columns: its window (in the shared ``decode`` window, if any), ROI,
@@ -277,16 +306,22 @@ class Feed:
         """The output size column, ``[n, 2]`` float32 (made once per batch length and
         output size, a few kept: views of two sizes; nothing writes to a column handed to
         DALI)."""
-        key = (n, out)
-        if key not in self._out:
-            if len(self._out) >= 8:
-                self._out = {}
-            self._out[key] = np.tile(np.asarray(out, dtype=np.float32), (n, 1))
-        return self._out[key]
+        key, kept = (
+            (n, out),
+            self._out,
+        )  # read threads call this at once: each uses the dict it took
+        column = kept.get(key)
+        if column is None:
+            column = np.tile(np.asarray(out, dtype=np.float32), (n, 1))
+            if len(kept) >= 8:
+                self._out = kept = {}
+            kept[key] = column
+        return column
 
     def __call__(self) -> tuple[Any, ...]:
         """The next batch's columns in feed order (DALI's ``external_source`` callback)."""
-        return self.batch().flat()
+        fed, dali = self._batch()
+        return fed.flat() if dali is None else dali
 
     def close(self) -> None:
         """Stop feeding and the reader threads (and a packed dataset's reader)."""

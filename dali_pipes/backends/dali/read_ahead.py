@@ -23,10 +23,10 @@ R = TypeVar("R")
 
 
 class ReadAhead(Generic[R]):
-    """``read`` (a planned batch's indices -> what was read) run ``depth`` batches ahead of
-    :meth:`take` on ``threads`` threads."""
+    """``read`` (a plan's epoch and one of its batches' indices -> what was read) run
+    ``depth`` batches ahead of :meth:`take` on ``threads`` threads."""
 
-    def __init__(self, read: Callable[[np.ndarray], R], depth: int, threads: int) -> None:
+    def __init__(self, read: Callable[[int, np.ndarray], R], depth: int, threads: int) -> None:
         self.read = read
         self.depth = depth
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
@@ -51,14 +51,14 @@ class ReadAhead(Generic[R]):
         self._plan, self._following = plan, following
         end = min(position + self.depth, len(plan.batches))
         for k in range(position + len(self._reads), end):
-            self._reads.append(self._pool.submit(self.read, plan.batches[k]))
+            self._reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[k]))
 
     def take(self, position: int) -> R:
         """What was read of the plan's batch ``position`` (the next one), once it is."""
         done = self._reads.popleft().result()
-        ahead = position + self.depth
-        if ahead < len(self._plan.batches):
-            self._reads.append(self._pool.submit(self.read, self._plan.batches[ahead]))
+        ahead, plan = position + self.depth, self._plan
+        if ahead < len(plan.batches):
+            self._reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[ahead]))
         else:
             self._read_following(ahead - len(self._plan.batches))
         return done
@@ -71,7 +71,7 @@ class ReadAhead(Generic[R]):
             self._next = (self._following(), deque())
         plan, reads = self._next
         if k == len(reads) and k < len(plan.batches):
-            reads.append(self._pool.submit(self.read, plan.batches[k]))
+            reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[k]))
 
     def stop(self) -> None:
         """Forget the rest of this plan's reads (a read already running finishes first);

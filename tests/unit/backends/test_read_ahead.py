@@ -12,13 +12,15 @@ from dali_pipes.backends.dali.read_ahead import ReadAhead
 
 
 class Reads:
-    """Records every batch read (by its first index), on whichever thread."""
+    """Records every batch read (by its first index), on whichever thread, and checks it
+    was read with its plan's epoch (:func:`plan`'s batches start at 100 × epoch)."""
 
     def __init__(self) -> None:
         self.done: list[int] = []
         self.lock = threading.Lock()
 
-    def __call__(self, batch: np.ndarray) -> list[int]:
+    def __call__(self, epoch: int, batch: np.ndarray) -> list[int]:
+        assert epoch == int(batch[0]) // 100, f"batch {batch} read as epoch {epoch}"
         with self.lock:
             self.done.append(int(batch[0]))
         return batch.tolist()
