@@ -48,7 +48,16 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-200}
 BENCH_CANDIDATES=${BENCH_CANDIDATES:-baseline,dali-cpu,dali-gpu,dali-raw-gpu,feed,reader,synthetic,decode}
 # augment presets benched on their own after the main bench (issue 39: dino simclr)
 EXTRA_BENCH_AUGMENTS=${EXTRA_BENCH_AUGMENTS:-}
-export DALI_PIPES_COMMIT=${DALI_PIPES_COMMIT:-${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}}
+# The commit given, else this tree's own where it is a checkout of its own (never that of
+# a repository the copy sits in: dali_pipes/tools/provenance.py), else unknown.
+own_commit() {
+  if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
+    git rev-parse --short HEAD
+  else
+    echo unknown
+  fi
+}
+export DALI_PIPES_COMMIT=${DALI_PIPES_COMMIT:-${COMMIT:-$(own_commit)}}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}:/tmp/site PYTHONUNBUFFERED=1
 export DALI_PIPES_PHOTOS=$PHOTOS DALI_PIPES_CORNER=$CORNER
 PY=${PY:-python3}

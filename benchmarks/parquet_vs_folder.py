@@ -23,7 +23,6 @@ import os
 import pickle
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -40,6 +39,7 @@ from dali_pipes import compose_config
 from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sampling import sampler_for
 from dali_pipes.data.specs import SamplingSpec
+from dali_pipes.tools import provenance
 
 KINDS = ("torch", "dali-cpu")
 DATA = ("folder", "parquet")
@@ -92,9 +92,7 @@ def machine() -> dict[str, Any]:
     """What the figures were taken on, and how busy it was."""
     import nvidia.dali
 
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = provenance.commit()
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit,

@@ -55,6 +55,8 @@ from typing import Any
 
 from profile_loader import thread_cpu  # beside this script
 
+from dali_pipes.tools.provenance import commit
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Profile sections: the first whose patterns one occurs in a function's "file:line(name)".
@@ -179,17 +181,6 @@ def spec_for(data: list[str]) -> Any:
 
     cfg = compose_config(["backend=dali", *data], "bench")
     return loader_spec(cfg, "train", rank=0, world_size=1)
-
-
-def commit() -> str:
-    """The checkout's short commit, ``+dirty`` with uncommitted changes."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
-        return done.stdout.strip()
-
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
 def summarise(rounds: list[dict[str, Any]], name: str) -> dict[str, float]:

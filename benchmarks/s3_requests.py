@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from dali_pipes.data.shards import ShardLayout
 from dali_pipes.data.specs import SamplingSpec
 from dali_pipes.data.storage import Storage
 from dali_pipes.errors import DataError
+from dali_pipes.tools import provenance
 
 IMAGENET_TRAIN = 1_281_167
 MEAN_BYTES = 110_000
@@ -104,9 +104,7 @@ def main() -> None:
                 row |= epoch_requests(layout, args.ranks, readers, args.batch)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    commit = provenance.commit()
     record = {
         "rows": rows,
         "ranks": args.ranks,

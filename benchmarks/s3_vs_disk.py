@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from botocore.config import Config
 from local_s3 import local_s3
 
 from dali_pipes import build_loader, compose_config
+from dali_pipes.tools import provenance
 from dali_pipes.tools.pack import run_pack
 
 
@@ -104,9 +104,7 @@ def main() -> None:
         "data.block_mb=8",
         "data_bytes": sum(p.stat().st_size for p in files),
         "epochs": f"{args.epochs} timed after a warm-up one",
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": provenance.commit(),
         "command": "python " + " ".join(sys.argv),
     }
     out.write_text(json.dumps(record, indent=2) + "\n")

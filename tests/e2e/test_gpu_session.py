@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -105,3 +106,22 @@ def test_a_stage_past_the_budget_is_skipped_and_said_so(tmp_path: Path) -> None:
     files = members(tarball)
     assert "=== tests skipped:" in files["stages.txt"].decode()
     assert "gpu-tests.log" not in files
+
+
+def test_a_copy_inside_another_repository_records_no_commit_of_that_repository(
+    tmp_path: Path,
+) -> None:
+    outer = tmp_path / "outer"
+    (outer / "copy" / "benchmarks").mkdir(parents=True)
+    git = ["git", "-C", str(outer), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "theirs"], check=True)
+    script = outer / "copy" / "benchmarks" / SCRIPT.name
+    shutil.copy(SCRIPT, script)
+    env = {k: v for k, v in os.environ.items() if k not in ("DALI_PIPES_COMMIT", "COMMIT")}
+    env |= {"DRY_RUN": "1", "LOGS": str(tmp_path / "logs"), "OUT": str(tmp_path / "out")}
+    done = subprocess.run(
+        ["bash", str(script), "nothing"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2  # stopped before any stage ran
+    assert " at commit unknown," in done.stdout, done.stdout

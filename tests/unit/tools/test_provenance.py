@@ -85,3 +85,15 @@ def test_the_running_tree_is_found_and_named_by_its_own_version(
     monkeypatch.setattr(provenance, "source_tree", lambda: None)
     monkeypatch.setenv(COMMIT_VARIABLE, "abc1234")
     assert bench.environment()["commit"] == "abc1234"
+
+
+def test_no_benchmark_script_asks_git_for_its_commit_itself() -> None:
+    """Each record a benchmark script writes takes its commit from :func:`commit` (git's
+    answer in a copy would be the enclosing repository's); only the cold-clone timing, which
+    makes its own clone, asks git."""
+    asking = [
+        path.name
+        for path in sorted((REPO / "benchmarks").glob("*.py"))
+        if "rev-parse" in path.read_text()
+    ]
+    assert asking == []
