@@ -306,10 +306,8 @@ class Feed:
         """The output size column, ``[n, 2]`` float32 (made once per batch length and
         output size, a few kept: views of two sizes; nothing writes to a column handed to
         DALI)."""
-        key, kept = (
-            (n, out),
-            self._out,
-        )  # read threads call this at once: each uses the dict it took
+        # Read threads call this at once: each works on the dict it took.
+        key, kept = (n, out), self._out
         column = kept.get(key)
         if column is None:
             column = np.tile(np.asarray(out, dtype=np.float32), (n, 1))
