@@ -108,7 +108,9 @@ class Op(ABC):
 
     @abstractmethod
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
-        """The batch's parameters from ``u``, ``[B, draws()]`` uniforms in [0, 1)."""
+        """The batch's parameters from ``u``, ``[B, draws()]`` uniforms in [0, 1): a pure
+        function of ``u``, ``ctx`` and the op's fields (the DALI feed calls it on several
+        read threads at once)."""
 
     @abstractmethod
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
