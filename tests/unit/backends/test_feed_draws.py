@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import pytest
 
 from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.columns import Fed
@@ -33,8 +34,8 @@ class Draws:
         return getattr(self.views, name)
 
 
-def feed_of(root: Path, *overrides: str) -> tuple[Feed, Draws]:
-    cfg = compose_config(["data=folder", f"data.root={root}", "augment=randaugment", *overrides])
+def feed_of(root: Path, *overrides: str, preset: str = "randaugment") -> tuple[Feed, Draws]:
+    cfg = compose_config(["data=folder", f"data.root={root}", f"augment={preset}", *overrides])
     feed = Feed(
         loader_spec(cfg, "train", rank=0, world_size=1), BadFiles(), read_ahead=2, threads=2
     )
@@ -54,10 +55,11 @@ def same(fed: Fed, other: Fed) -> bool:
     return all(np.array_equal(a, b) for a, b in zip(fed.params(), other.params(), strict=True))
 
 
+@pytest.mark.parametrize("preset", ["randaugment", "dino"])  # one view; ten, decoded once
 def test_good_batches_are_drawn_on_a_read_thread_with_their_plans_epoch(
-    identity_tree: Path,
+    identity_tree: Path, preset: str
 ) -> None:
-    feed, draws = feed_of(identity_tree)
+    feed, draws = feed_of(identity_tree, preset=preset)
     plan = EpochPlan(3, [np.arange(0, 6), np.arange(6, 12), np.arange(12, 17)])
     try:
         feed.start(plan)
