@@ -176,19 +176,41 @@ def config_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "conf"
 
 
+#: What :func:`register` last stored at each ConfigStore place: the schema class and the
+#: store's entry made of it.
+_stored: dict[tuple[str, str], tuple[type, Any]] = {}
+
+
 def register() -> None:
     """Put every schema into Hydra's ConfigStore as ``schema/<group>/<name>``, and a
     registered source or backend that has no YAML option in ``conf/`` as the option
-    ``<group>/<name>`` itself (idempotent)."""
-    store = ConfigStore.instance()
+    ``<group>/<name>`` itself (idempotent).
+
+    A place that still holds the entry made of the same class is left as it is: making a
+    node of a schema costs more than composing a config does, and every
+    :func:`~dali_pipes.config.compose.compose_config` calls this."""
     for (group, name), cls in schemas().items():
-        node = OmegaConf.structured(cls)
-        writable(node)  # a frozen dataclass, but a config the command line may override
-        store.store(group=f"schema/{group}", name=name, node=node)
+        _store(f"schema/{group}", name, cls)
         if group in ("data", "backend") and not (config_dir() / group / f"{name}.yaml").exists():
-            option = OmegaConf.structured(cls)
-            writable(option)
-            store.store(group=group, name=name, node=option)
+            _store(group, name, cls)
+
+
+def _store(group: str, name: str, cls: type) -> None:
+    """``cls`` as the ConfigStore's ``group/name``, unless it is there already."""
+    store = ConfigStore.instance()
+    held = store.repo
+    for part in group.split("/"):
+        held = held.get(part, {})
+    entry, stored = held.get(f"{name}.yaml"), _stored.get((group, name))
+    if entry is not None and stored is not None and stored[0] is cls and stored[1] is entry:
+        return
+    node = OmegaConf.structured(cls)
+    writable(node)  # a frozen dataclass, but a config the command line may override
+    store.store(group=group, name=name, node=node)
+    made = store.repo
+    for part in group.split("/"):
+        made = made[part]
+    _stored[(group, name)] = (cls, made[f"{name}.yaml"])
 
 
 def writable(node: Any) -> None:

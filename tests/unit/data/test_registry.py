@@ -99,3 +99,27 @@ def test_a_spec_no_source_is_registered_for_is_one_line() -> None:
         open_source(Unknown(), "test")
     with pytest.raises(ConfigError, match=r"the schema must subclass DataSpec"):
         register_source("bad", dict, lambda d, s: Counted(1, 1))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CountMore(CountData):
+    """``counted`` registered again, with one more option."""
+
+    step: int = 1
+
+
+def test_a_schema_is_stored_once_and_again_when_it_was_removed_or_its_class_changed(
+    registered: None,
+) -> None:
+    repo = ConfigStore.instance().repo
+    compose_config(["data=counted"])
+    entry = repo["schema"]["data"]["counted.yaml"]
+    compose_config(["data=counted"])
+    assert repo["schema"]["data"]["counted.yaml"] is entry, "made again with nothing changed"
+
+    repo["schema"]["data"].pop("counted.yaml")  # what a test's clean-up does
+    assert compose_config(["data=counted", "data.count=4"]).data.count == 4
+
+    register_source("counted", CountMore, lambda data, split: Counted(data.count, data.classes))
+    assert compose_config(["data=counted", "data.step=3"]).data.step == 3
+    assert repo["schema"]["data"]["counted.yaml"] is not entry
