@@ -39,7 +39,9 @@ from dali_pipes.tools.provenance import commit, version
 # "[gw3] [ 81%] FAILED tests/...::name[param]" (xdist -v) or "tests/...::name PASSED [ 5%]"
 _XDIST = re.compile(r"^\[gw\d+\] \[\s*\d+%\] (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) (\S+)")
 _PLAIN = re.compile(r"^(tests/\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b")
-_ITEMS = re.compile(r"\[(\d+) items?\]|collected (\d+) items?")
+# "2 workers [118 items]" (xdist: the selected tests), or "collected 34 items / 32
+# deselected / 2 selected" (the count run is the last one, when tests were deselected)
+_ITEMS = re.compile(r"\[(\d+) items?\]|collected (\d+) items?(?: / .*?(\d+) selected)?")
 _STARTED = re.compile(r"^(tests/\S+::\S+)(?:\s|$)")
 # pytest's last line, "1 failed, 1 passed, 32 deselected in 16.48s": a -q log's only counts
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)\b")
@@ -63,7 +65,7 @@ def from_log(text: str) -> dict[str, Any]:
         elif m := _STARTED.match(line):
             started.append(m.group(1))
         if not collected and (m := _ITEMS.search(line)):
-            collected = int(m.group(1) or m.group(2))
+            collected = int(m.group(1) or m.group(3) or m.group(2))
     summary = _summary(collected or len(results), results, started, {}, "log")
     totals = [line for line in text.splitlines() if _TOTALS.match(line)]
     if not results and totals:  # a -q log: the counts of its last line, no names

@@ -137,3 +137,19 @@ def test_the_collected_listing_names_the_tests_a_cut_run_never_reported(
     assert (tests["collected"], tests["not_reported"]) == (4, 2)
     assert tests["never_reported"] == names[2:]
     assert tests["unfinished"] == ["tests/b/test_y.py::test_long"]
+
+
+def test_a_run_with_deselected_tests_counts_only_the_selected_ones(record: ModuleType) -> None:
+    """The memory tests run alone with ``-k``: pytest collects the whole file, deselects the
+    rest, and only the selected tests are the run's."""
+    log = """\
+collecting ... collected 34 items / 32 deselected / 2 selected
+
+tests/e2e/test_reliability.py::test_flat[dali] PASSED                    [ 50%]
+tests/e2e/test_reliability.py::test_flat[torch] SKIPPED (needs a CUDA GPU) [100%]
+"""
+    tests = record.from_log(log)
+    assert (tests["collected"], tests["passed"], tests["skipped"]) == (2, 1, 1)
+    assert tests["not_reported"] == 0
+    plain = record.from_log("collecting ... collected 3 items\n")
+    assert (plain["collected"], plain["not_reported"]) == (3, 3)
