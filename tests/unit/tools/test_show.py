@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import BUNDLED_PHOTOS, REPO
 from helpers.png import check_png
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from dali_pipes import compose_config
 from dali_pipes.augment.auto import slots
@@ -54,22 +54,27 @@ def grid_width(columns: int, tile: int) -> int:
     return columns * (tile + PAD) + PAD
 
 
-def test_a_preview_draws_each_sample_on_every_backend_and_their_difference(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "show.png"
-    cfg = compose_config(
+def preview_config(out: Path, *overrides: str, samples: int, tile: int) -> DictConfig:
+    """``show``'s config for a preview of ``samples`` samples on dali-cpu and torch, one DALI
+    thread, written to ``out``."""
+    return compose_config(
         [
-            *DATA,
-            *AUGMENT,
-            "show.samples=3",
-            "show.tile=64",
+            *overrides,
+            f"show.samples={samples}",
+            f"show.tile={tile}",
             "show.backends=[dali-cpu,torch]",
             f"show.out={out}",
             "backend.num_threads=1",
         ],
         config_name="show",
     )
+
+
+def test_a_preview_draws_each_sample_on_every_backend_and_their_difference(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "show.png"
+    cfg = preview_config(out, *DATA, *AUGMENT, samples=3, tile=64)
     shown = run_show(cfg)["shown"]
     assert [s.column for s in shown] == ["dali-cpu", "torch"]
     for s in shown:  # soft targets from mixup, on both backends the same

@@ -6,9 +6,8 @@ from pathlib import Path
 
 from conftest import BUNDLED_PHOTOS
 from helpers.png import check_png
-from test_show import grid_width
+from test_show import grid_width, preview_config
 
-from dali_pipes import compose_config
 from dali_pipes.selfcheck.bounds import DALI_CPU_VS_TORCH, figures
 from dali_pipes.tools.show import run_show
 
@@ -21,20 +20,15 @@ GREY = (
 
 def test_a_preview_of_grey_batches_draws_each_sample_on_every_backend(tmp_path: Path) -> None:
     out = tmp_path / "show.png"
-    cfg = compose_config(
-        [
-            "data=folder",
-            f"data.root={BUNDLED_PHOTOS}",
-            "data.batch_size=4",
-            f"augment.torchvision.train={GREY}",
-            f"augment.torchvision.val={GREY}",
-            "show.samples=3",
-            "show.tile=64",
-            "show.backends=[dali-cpu,torch]",
-            f"show.out={out}",
-            "backend.num_threads=1",
-        ],
-        config_name="show",
+    cfg = preview_config(
+        out,
+        "data=folder",
+        f"data.root={BUNDLED_PHOTOS}",
+        "data.batch_size=4",
+        f"augment.torchvision.train={GREY}",
+        f"augment.torchvision.val={GREY}",
+        samples=3,
+        tile=64,
     )
     shown = run_show(cfg)["shown"]
     for s in shown:

@@ -8,29 +8,24 @@ from pathlib import Path
 import torch
 from conftest import BUNDLED_PHOTOS
 from helpers.png import check_png
+from test_show import preview_config
 
-from dali_pipes import compose_config
 from dali_pipes.tools.grid import PAD
 from dali_pipes.tools.show import run_show
 
 
 def test_a_preview_of_views_draws_each_samples_views_side_by_side(tmp_path: Path) -> None:
     out = tmp_path / "views.png"
-    cfg = compose_config(
-        [
-            "data=folder",
-            f"data.root={BUNDLED_PHOTOS}",
-            "augment=dino",
-            "augment.train.crop.size=32",
-            "augment.train.views.local.crop.size=16",
-            "augment.train.views.local.count=2",
-            "show.samples=2",
-            "show.tile=48",
-            "show.backends=[dali-cpu,torch]",
-            f"show.out={out}",
-            "backend.num_threads=1",
-        ],
-        config_name="show",
+    cfg = preview_config(
+        out,
+        "data=folder",
+        f"data.root={BUNDLED_PHOTOS}",
+        "augment=dino",
+        "augment.train.crop.size=32",
+        "augment.train.views.local.crop.size=16",
+        "augment.train.views.local.count=2",
+        samples=2,
+        tile=48,
     )
     shown = run_show(cfg)["shown"]
     for s in shown:
