@@ -36,10 +36,29 @@ def ensure_sample_dataset(
     """Return the dataset directory (with ``train/`` and ``val/``), generating it if absent."""
     base = Path(root).expanduser() if root else default_cache_dir()
     target = base / f"sample-v{VERSION}-{train_per_class}x{val_per_class}"
-    if target.is_dir():
-        return target
-    base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=base))
+    if not target.is_dir():
+        write_sample_dataset(target, train_per_class, val_per_class)
+    return target
+
+
+def describe(train_per_class: int, val_per_class: int) -> str:
+    """What a written sample dataset holds, as its ``README.txt`` says it."""
+    return (
+        f"dali_pipes sample dataset, version {VERSION}: {len(CLASSES)} classes "
+        f"({', '.join(CLASSES)}) of drawn shapes as JPEG files, "
+        f"{train_per_class} per class in train/ and {val_per_class} per class in val/.\n"
+    )
+
+
+def write_sample_dataset(target: Path, train_per_class: int, val_per_class: int) -> None:
+    """Write the dataset to ``target`` (which must not exist yet): ``train/<class>/`` and
+    ``val/<class>/`` as torchvision's ``ImageFolder`` reads them, and a ``README.txt``.
+
+    Written into a temporary sibling and renamed into place, so ``target`` is either
+    complete or absent; a lost race with another process writing the same is not an error.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         for split, count in (("train", train_per_class), ("val", val_per_class)):
             for label, name in enumerate(CLASSES):
@@ -48,6 +67,7 @@ def ensure_sample_dataset(
                 for i in range(count):
                     seed = (VERSION, 0 if split == "train" else 1, label, i)
                     (folder / f"{name}_{i:04d}.jpg").write_bytes(_render(label, seed))
+        (tmp / "README.txt").write_text(describe(train_per_class, val_per_class))
         try:
             tmp.rename(target)
         except OSError:
@@ -55,7 +75,6 @@ def ensure_sample_dataset(
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def _render(label: int, seed: tuple[int, ...]) -> bytes:
