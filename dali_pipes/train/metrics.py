@@ -134,6 +134,26 @@ def epoch_summary(row: dict[str, Any]) -> str:
     return " | ".join([summary_line(row), *(f"{k} {row[k]:.4f}" for k in keys)])
 
 
+def run_summary(rows: list[dict[str, Any]], wall_seconds: float, out: Path) -> str:
+    """The one line a finished run ends with: final and best validation top-1, the time it
+    took, the share of it spent waiting for data, and where its outputs are.
+
+    ``rows`` are every epoch's metrics (those read back from metrics.csv after a resume
+    hold strings); the data wait is the epochs' own, weighted by their length."""
+    top1 = [float(r["val_top1"]) for r in rows]
+    best = max(range(len(rows)), key=lambda i: (top1[i], -i))  # the first best epoch
+    secs = [float(r["epoch_seconds"]) for r in rows]
+    waited = sum(float(r["data_wait"]) * t for r, t in zip(rows, secs, strict=True))
+    wait = safe_div(waited, sum(secs))
+    minutes, seconds = divmod(round(wall_seconds), 60)
+    return (
+        f"done: {len(rows)} epochs | val_top1 {100 * top1[-1]:.2f}% at the end, best "
+        f"{100 * top1[best]:.2f}% (epoch {rows[best]['epoch']}) | {minutes}:{seconds:02d} wall, "
+        f"data wait {100 * wait:.1f}% | outputs in {out} (train.log, metrics.csv, "
+        f"checkpoints/, tensorboard/)"
+    )
+
+
 def safe_div(a: float, b: float) -> float:
     """``a / b``, NaN for an empty denominator (an epoch with no samples)."""
     return a / b if b else math.nan

@@ -19,6 +19,7 @@ import copy
 import json
 import logging
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from dali_pipes.runtime import distributed
 from dali_pipes.runtime.preemption import Preempted, StopRequest
 from dali_pipes.train import checkpoints
 from dali_pipes.train.loop import BatchHook, EpochStats, evaluate, train_one_epoch
-from dali_pipes.train.metrics import MetricsLog, epoch_row, epoch_summary
+from dali_pipes.train.metrics import MetricsLog, epoch_row, epoch_summary, run_summary
 from dali_pipes.train.resume import Resumed, resume
 from dali_pipes.train.state import build_state, trainer_spec
 
@@ -336,7 +337,9 @@ class _Run:
         )
 
     def run(self) -> dict[str, Any]:
-        """Resume if asked, then train epoch by epoch until done or told to stop."""
+        """Resume if asked, then train epoch by epoch until done or told to stop; end
+        with the run's summary line."""
+        started = time.monotonic()
         self.resumed = resume(self.cfg, self.state, self.train_loader, self.ckpt_dir, self.device)
         if self.main:
             self.metrics = MetricsLog(self.out, self.resumed.start_epoch)
@@ -360,6 +363,8 @@ class _Run:
         finally:
             if self.metrics is not None:
                 self.metrics.close()
+        if self.metrics is not None and self.metrics.rows:
+            log.info(run_summary(self.metrics.rows, time.monotonic() - started, self.out))
         return row
 
 
