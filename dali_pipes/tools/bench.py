@@ -41,6 +41,7 @@ from dali_pipes.data.files import write_text
 from dali_pipes.data.interface import Source, images_of
 from dali_pipes.errors import require
 from dali_pipes.runtime.distributed import cpu_share
+from dali_pipes.tools.advice import bench_advice
 from dali_pipes.tools.bench_candidates import (
     CANDIDATES,
     DEFAULTS,
@@ -87,7 +88,8 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     write_text(out, json.dumps(report, indent=2, default=str), hint="choose another bench.out")
     chart = bench_chart(report, out.with_suffix(".png"))
     print(markdown(report))
-    print(f"\nwritten to {out} and {chart}")
+    print(f"\nwritten to {out} and {chart}\n")
+    print("\n".join(bench_advice(report)))
     return report
 
 

@@ -48,6 +48,7 @@ from dali_pipes.data.files import write_text
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devices
 from dali_pipes.runtime.distributed import cpu_share
+from dali_pipes.tools.advice import doctor_advice
 from dali_pipes.tools.bench import environment
 from dali_pipes.tools.charts import timeline_chart, trials_chart
 from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
@@ -382,6 +383,8 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     report["charts"] = [str(path) for path in charts(report, out.parent)]
     write_text(out, json.dumps(report, indent=2, default=str), hint="choose another doctor.out_dir")
     print(summary(report))
+    data = {"name": cfg.data.name, "cache": cfg.data.get("cache")}
+    print("\n".join(doctor_advice(report, data, torch.cuda.is_available())))
     return report
 
 
