@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dali_pipes.data.sample_set import CLASSES, describe, write_sample_dataset
+from dali_pipes.data.sample_set import CLASSES, copy_sample_dataset, describe
 from dali_pipes.data.specs import SampleData
 from dali_pipes.errors import DaliPipesError, DataError, require
 
@@ -28,7 +28,7 @@ def write(out: Path, train_per_class: int, val_per_class: int) -> str:
         if readme.is_file() and readme.read_text() == wanted:
             return f"{out} already holds the sample dataset"
         raise DataError(f"{out} already exists: choose a new folder or remove it")
-    write_sample_dataset(out, train_per_class, val_per_class)
+    copy_sample_dataset(out, train_per_class, val_per_class)
     total = len(CLASSES) * (train_per_class + val_per_class)
     return (
         f"wrote {total} JPEG files in {len(CLASSES)} classes to {out}: "
