@@ -49,8 +49,9 @@ def run(task: Callable[[DictConfig], object], config_name: str) -> None:
     register()
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
     # Our INFO lines are for the user; a library's (matplotlib's font cache, made on first
-    # use) are not.
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    # use; boto3 saying where it found credentials, for every client) are not.
+    for library in ("matplotlib", "boto3", "botocore", "s3transfer", "urllib3"):
+        logging.getLogger(library).setLevel(logging.WARNING)
     # While Hydra composes, it raises its errors so that they are reported here in one
     # line; while the task runs, the user's setting is back and Hydra reports a bug's
     # traceback as it always does. HYDRA_FULL_ERROR=1 from the user keeps Hydra's reports.

@@ -236,7 +236,8 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
             shards,
             progress.written,
         )
-    print(f"packed {total - len(progress.skipped)} samples into {shards} shards in {out}")
+    plural = "s" if shards != 1 else ""
+    print(f"packed {total - len(progress.skipped)} samples into {shards} shard{plural} in {out}")
     return manifest
 
 

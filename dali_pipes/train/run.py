@@ -259,8 +259,9 @@ class _Run:
         # Nobody exits before rank 0 has written: a launcher stops the others as soon as
         # one process ends with an error.
         path = distributed.broadcast(path)
+        batches = f"{tr.steps} batch{'es' if tr.steps != 1 else ''}"
         message = (
-            f"interrupted by {stop.name} in epoch {epoch} after {tr.steps} batches; "
+            f"interrupted by {stop.name} in epoch {epoch} after {batches}; "
             f"saved {path}; continue with resume=auto"
         )
         log.warning(message)
