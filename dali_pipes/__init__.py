@@ -1,7 +1,9 @@
 """dali_pipes: GPU-fed image pipelines (NVIDIA DALI) behind a torch DataLoader contract.
 
 ``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
-``DALIIterator(root, ...)`` is the DALI loader with plain keyword arguments.
+``DALIIterator(root, ...)`` is the DALI loader with plain keyword arguments. A user's own
+op, data source (the :class:`Source` interface) or backend is registered by name with
+``register_op``, ``register_source`` or ``register_backend`` (:mod:`dali_pipes.registry`).
 
 Importing the package registers the config schemas (:mod:`dali_pipes.config.schemas`) in Hydra's
 ConfigStore, so our config groups (``data``, ``augment``, ``backend``, ``model``,
@@ -17,9 +19,13 @@ from dali_pipes.config.schemas import register as _register_schemas
 from dali_pipes.errors import ConfigError, DaliPipesError, DataError, DeviceError
 
 if TYPE_CHECKING:
+    from dali_pipes.augment.base import register_op
     from dali_pipes.backends.base import Loader
+    from dali_pipes.backends.registry import register_backend
     from dali_pipes.config.compose import compose_config
     from dali_pipes.config.loaders import build_loader
+    from dali_pipes.data.interface import Source
+    from dali_pipes.data.registry import register_source
     from dali_pipes.iterator import DALIIterator
 
 __version__ = "0.1.0"
@@ -41,12 +47,16 @@ _LAZY = {
     "build_loader": "dali_pipes.config.loaders",
     "compose_config": "dali_pipes.config.compose",
     "Loader": "dali_pipes.backends.base",
+    "Source": "dali_pipes.data.interface",
+    "register_backend": "dali_pipes.backends.registry",
+    "register_op": "dali_pipes.augment",  # the package: importing it registers the built-in ops
+    "register_source": "dali_pipes.data.registry",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import the loaders (and with them DALI) only when they are used; resolve
-    :data:`LEGACY_MODULES`."""
+    """Import the loaders (and with them DALI) and the registries only when they are used;
+    resolve :data:`LEGACY_MODULES`."""
     import importlib
 
     if name in _LAZY:
@@ -63,6 +73,10 @@ __all__ = [
     "DataError",
     "DeviceError",
     "Loader",
+    "Source",
     "build_loader",
     "compose_config",
+    "register_backend",
+    "register_op",
+    "register_source",
 ]

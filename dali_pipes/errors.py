@@ -23,6 +23,11 @@ class DataError(DaliPipesError):
     """A dataset path or file cannot be used (missing, empty, not an image, ...)."""
 
 
+class NameTaken(ConfigError):
+    """A name is registered already (an op, a data source, a backend, ...): registering
+    another thing under it is refused unless the registration says ``replace=True``."""
+
+
 class DeviceError(DaliPipesError):
     """The requested device (for example a GPU) is not available on this machine."""
 

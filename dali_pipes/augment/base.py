@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 import numpy as np
 
 from dali_pipes.errors import ConfigError, require
+from dali_pipes.registry import Registry
 
 if TYPE_CHECKING:
     import torch
@@ -101,6 +102,13 @@ class Op(ABC):
     #: at, mildest first: parameters over the defaults (a ``p`` field is set to 1 there, so
     #: the effect shows). Empty: the defaults alone.
     previews: ClassVar[tuple[Mapping[str, Any], ...]] = ()
+    #: True when the op's ``p`` field applies the whole op with that probability, so
+    #: torchvision's ``RandomApply([op], p=q)`` is this op with ``p * q``.
+    p_gates_all: ClassVar[bool] = False
+    #: Parameters over the defaults under which the op's DALI graph has every node it can
+    #: have (defaults that build no graph, or a ``p`` of 1 that skips a branch, do not):
+    #: what the GPU-graph checks (:mod:`dali_pipes.selfcheck.graphs`) build it with.
+    graph_params: ClassVar[Mapping[str, Any]] = {}
 
     def draws(self) -> int:
         """How many uniform draws per sample :meth:`sample` needs."""
@@ -207,41 +215,43 @@ class CropOp(Op):
 
 # --------------------------------------------------------------------------- registry
 
-_OPS: dict[str, type[Op]] = {}
+#: Every op by its config name (:mod:`dali_pipes.registry`).
+OPS: Registry[type[Op]] = Registry("op")
 
 
-def register_op(cls: OpClass) -> OpClass:
+@overload
+def register_op(cls: OpClass, *, replace: bool = False) -> OpClass: ...
+@overload
+def register_op(cls: None = None, *, replace: bool = False) -> Callable[[OpClass], OpClass]: ...
+def register_op(cls: OpClass | None = None, *, replace: bool = False) -> Any:
     """Class decorator: make ``cls`` usable by its ``name`` in the config.
 
     Args:
         cls: an :class:`Op` subclass (a frozen dataclass) with a class attribute ``name``.
+        replace: put it there even when another op holds the name
+            (``@register_op(replace=True)``).
 
     Returns:
         ``cls`` itself, registered: ``augment.train.ops.<name>`` builds it from its fields.
+        (Called with ``replace`` alone, the decorator that registers so.)
 
     Raises:
-        ValueError: another class is registered under the same name (one name, one op).
+        NameTaken: another class holds the name (one name, one op); a ``ValueError``.
         TypeError: ``cls`` has no ``name``.
     """
-    add_to_registry(_OPS, cls, "op")
+    if cls is None:
+        return lambda c: register_op(c, replace=replace)
+    register_class(OPS, cls, replace=replace)
     return cls
 
 
-def add_to_registry(registry: dict[str, Any], cls: type, what: str) -> None:
-    """Put ``cls`` into ``registry`` under its ``name`` (the op and batch-op registries).
-
-    Registering another class under a taken name is refused (one name, one op)."""
+def register_class(registry: Registry[Any], cls: type, *, replace: bool = False) -> None:
+    """Put ``cls`` into ``registry`` under its class attribute ``name`` (the op and batch-op
+    registries): another class under a taken name is refused unless ``replace``."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__qualname__} needs a class attribute `name` to be registered")
-    known = registry.get(name)
-    if known is not None and (known.__module__, known.__qualname__) != (
-        cls.__module__,
-        cls.__qualname__,
-    ):
-        taken = f"{known.__module__}.{known.__qualname__}"
-        raise ValueError(f"{what} name {name!r} is taken by {taken}")
-    registry[name] = cls
+    registry.register(name, cls, replace=replace)
 
 
 def construct(cls: type[T], params: Mapping[str, Any], key: str, name: str) -> T:
@@ -262,9 +272,7 @@ def construct(cls: type[T], params: Mapping[str, Any], key: str, name: str) -> T
 
 def op_names(crop: bool | None = None) -> tuple[str, ...]:
     """Registered op names (``crop=True``: only crops, ``False``: only the others)."""
-    return tuple(
-        sorted(n for n, c in _OPS.items() if crop is None or issubclass(c, CropOp) == crop)
-    )
+    return tuple(sorted(n for n, c in OPS.items() if crop is None or issubclass(c, CropOp) == crop))
 
 
 def build_op(entry: Any, key: str, default_name: str | None = None, crop: bool = False) -> Op:
@@ -283,7 +291,7 @@ def build_op(entry: Any, key: str, default_name: str | None = None, crop: bool =
             )
         params = {str(k): v for k, v in entry.items()}
         name = params.pop("op", default_name)
-        cls = _OPS.get(str(name)) if name is not None else None
+        cls = OPS.get(str(name)) if name is not None else None
         if cls is None or issubclass(cls, CropOp) != crop:
             raise ConfigError(
                 f"{key}: unknown {kind} {name!r}; known {kind}s: {', '.join(op_names(crop))}"

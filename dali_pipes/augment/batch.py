@@ -13,21 +13,22 @@ same batch gets the same mixing on every backend, a resumed epoch replays exactl
 the same key (its values depend on the device type, CPU or CUDA, like any torch RNG).
 
 Without a batch op, labels stay int64 ``[N]``; with mixup/cutmix they become float32 soft
-targets ``[N, num_classes]`` whose rows sum to 1 (the batch contract, docs/loop.md).
+targets ``[N, num_classes]`` whose rows sum to 1 (the batch contract, docs/reference/loader.md).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, overload
 
 import numpy as np
 import torch
 
-from dali_pipes.augment.base import add_to_registry, construct
+from dali_pipes.augment.base import construct, register_class
 from dali_pipes.errors import ConfigError
+from dali_pipes.registry import Registry
 
 BatchOpClass = TypeVar("BatchOpClass", bound="type[BatchOp]")
 
@@ -67,18 +68,28 @@ class BatchOp(ABC):
         """The op on a batch; returns new tensors (the caller's are left as they were)."""
 
 
-_BATCH_OPS: dict[str, type[BatchOp]] = {}
+#: Every batch op by its config name (:mod:`dali_pipes.registry`).
+BATCH_OPS: Registry[type[BatchOp]] = Registry("batch op")
 
 
-def register_batch_op(cls: BatchOpClass) -> BatchOpClass:
-    """Class decorator: make ``cls`` usable by its ``name`` under ``augment.<split>.batch``."""
-    add_to_registry(_BATCH_OPS, cls, "batch op")
+@overload
+def register_batch_op(cls: BatchOpClass, *, replace: bool = False) -> BatchOpClass: ...
+@overload
+def register_batch_op(
+    cls: None = None, *, replace: bool = False
+) -> Callable[[BatchOpClass], BatchOpClass]: ...
+def register_batch_op(cls: BatchOpClass | None = None, *, replace: bool = False) -> Any:
+    """Class decorator: make ``cls`` usable by its ``name`` under ``augment.<split>.batch``
+    (another class under a taken name is refused unless ``replace=True``)."""
+    if cls is None:
+        return lambda c: register_batch_op(c, replace=replace)
+    register_class(BATCH_OPS, cls, replace=replace)
     return cls
 
 
 def batch_op_names() -> tuple[str, ...]:
     """Registered batch-op names, sorted (the config's choices)."""
-    return tuple(sorted(_BATCH_OPS))
+    return tuple(sorted(BATCH_OPS))
 
 
 def parse_batch(entries: Any, key: str) -> tuple[tuple[BatchOp, ...], tuple[str, ...]]:
@@ -102,7 +113,7 @@ def parse_batch(entries: Any, key: str) -> tuple[tuple[BatchOp, ...], tuple[str,
             raise ConfigError(f"{where}={entry!r} is invalid: expected the op's parameters")
         params = {str(k): v for k, v in entry.items()}
         name = str(params.pop("op", label))
-        cls = _BATCH_OPS.get(name)
+        cls = BATCH_OPS.get(name)
         if cls is None:
             raise ConfigError(
                 f"{where}: unknown batch op {name!r}; known batch ops: "

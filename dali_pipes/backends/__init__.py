@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dali_pipes.backends.base import Loader, loader_devices
 from dali_pipes.backends.registry import (
+    backend_kind,
     backend_kinds,
     check_name,
     loader_class,
@@ -21,8 +22,9 @@ from dali_pipes.errors import DeviceError
 def create_loader(spec: LoaderSpec) -> Loader:
     """The backend's loader; with ``cache`` set, a decode-once loader: ``ram`` augments
     with torch on the CPU (:mod:`~dali_pipes.backends.cache.ram`), ``gpu`` with DALI's graph
-    on the GPU (:mod:`~dali_pipes.backends.cache.gpu`)."""
-    if spec.cache == "gpu" and spec.backend.name != "synthetic":
+    on the GPU (:mod:`~dali_pipes.backends.cache.gpu`). A backend that reads no images
+    (``synthetic``) has nothing to cache: it ignores ``cache``."""
+    if spec.cache == "gpu" and spec.backend.reads_images:
         made, _ = loader_devices(spec)
         if made.type != "cuda":
             raise DeviceError(
@@ -32,7 +34,7 @@ def create_loader(spec: LoaderSpec) -> Loader:
         from dali_pipes.backends.cache.gpu import DaliCachedLoader
 
         return DaliCachedLoader(spec)
-    if spec.cache is not None and spec.backend.name != "synthetic":
+    if spec.cache is not None and spec.backend.reads_images:
         from dali_pipes.backends.cache.ram import CachedLoader
 
         return CachedLoader(spec)
@@ -41,6 +43,7 @@ def create_loader(spec: LoaderSpec) -> Loader:
 
 __all__ = [
     "Loader",
+    "backend_kind",
     "backend_kinds",
     "check_name",
     "create_loader",

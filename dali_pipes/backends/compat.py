@@ -29,8 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import Sampler, default_collate
 
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import Labelled, Source

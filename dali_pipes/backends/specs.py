@@ -5,7 +5,9 @@ group."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.data.interface import Labelled
@@ -19,6 +21,10 @@ from dali_pipes.runtime.devices import BACKEND_DEVICES
 class BackendSpec:
     """``device``: where batches are produced and returned (auto = GPU when usable)."""
 
+    #: Whether the backend decodes images (False: it makes batches from labels alone, so
+    #: it takes a source without images and has nothing for a decode cache to keep).
+    reads_images: ClassVar[bool] = True
+
     name: str = "dali"
     device: str = "auto"
 
@@ -29,6 +35,23 @@ class BackendSpec:
             self.device,
             f"choose one of {BACKEND_DEVICES}",
         )
+
+    @property
+    def placement(self) -> str:
+        """Where batches are made, in words: ``<name>-<device>`` (``dali-gpu``)."""
+        return f"{self.name}-{self.device}"
+
+    def knobs(self, cores: int, gpu: bool) -> list[tuple[str, Sequence[Any]]]:
+        """The options ``python -m dali_pipes.doctor`` tunes, one at a time, with the values
+        it tries, on a machine with ``cores`` CPU cores for this process (and a GPU:
+        ``gpu``). None by default."""
+        return []
+
+
+def thread_counts(cores: int) -> list[int]:
+    """Thread or worker counts worth trying with ``cores`` cores: 1, half, all, one more
+    and twice as many."""
+    return sorted({1, max(1, cores // 2), cores, cores + 1, 2 * cores})
 
 
 @dataclass(frozen=True)
@@ -86,6 +109,16 @@ class DaliBackend(BackendSpec):
             value = getattr(self, key)
             require(value >= 0, f"backend.{key}", value, "must be >= 0")
 
+    def knobs(self, cores: int, gpu: bool) -> list[tuple[str, Sequence[Any]]]:
+        """Threads, the prefetch queue's depth and, on a GPU, the hardware decoder's share."""
+        knobs: list[tuple[str, Sequence[Any]]] = [
+            ("num_threads", thread_counts(cores)),
+            ("prefetch_queue_depth", [1, 2, 3, 4]),
+        ]
+        if gpu:
+            knobs.append(("hw_decoder_load", [0.0, 0.35, 0.5, 0.65, 0.8, 0.9, 1.0]))
+        return knobs
+
 
 @dataclass(frozen=True)
 class TorchBackend(BackendSpec):
@@ -108,10 +141,21 @@ class TorchBackend(BackendSpec):
             "must be >= 1",
         )
 
+    @property
+    def placement(self) -> str:
+        """``torch``: its workers decode on the CPU whatever the device."""
+        return self.name
+
+    def knobs(self, cores: int, gpu: bool) -> list[tuple[str, Sequence[Any]]]:
+        """Workers (none: the main process) and batches prefetched per worker."""
+        return [("num_workers", sorted({0, *thread_counts(cores)})), ("prefetch_factor", [2, 4, 8])]
+
 
 @dataclass(frozen=True)
 class SyntheticBackend(BackendSpec):
     """Batches already on the device: the throughput ceiling, no decoding at all."""
+
+    reads_images = False
 
     name: str = "synthetic"
 

@@ -10,6 +10,7 @@ inside the wheel as ``dali_pipes.conf``; :func:`config_dir` finds it either way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import is_dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -79,11 +80,10 @@ def load_saved_config(path: Path) -> DictConfig:
 
 def _fill(typed: DictConfig, saved: DictConfig) -> None:
     """``saved``'s values into ``typed``: schema nodes key by key, anything else whole."""
-    for key in saved:
-        node = typed._get_node(key) if key in typed else None
-        value = saved._get_node(key)
-        structured = isinstance(node, DictConfig) and node._metadata.object_type not in (None, dict)
-        if structured and isinstance(value, DictConfig):
+    for key, value in saved.items_ex(resolve=False):  # sub-nodes as they are, unresolved
+        held = OmegaConf.get_type(typed, str(key)) if key in typed else None
+        if held is not None and is_dataclass(held) and isinstance(value, DictConfig):
+            node = typed[key]
             assert isinstance(node, DictConfig)
             _fill(node, value)
         elif isinstance(value, DictConfig | ListConfig):

@@ -217,7 +217,6 @@ def writable(node: Any) -> None:
     """Clear the read-only flag a frozen dataclass gives ``node`` and its sub-nodes."""
     OmegaConf.set_readonly(node, None)
     if isinstance(node, DictConfig):
-        for key in node:
-            child = node._get_node(key)
+        for _, child in node.items_ex(resolve=False):  # sub-nodes as they are, unresolved
             if isinstance(child, DictConfig):
                 writable(child)

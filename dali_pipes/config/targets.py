@@ -24,10 +24,11 @@ layout changed name (``dali_pipes.recipe.warmup_cosine``, ``dali_pipes.optim.LAR
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hydra._internal.utils import _locate
+from hydra.utils import get_object
 
 from dali_pipes.config.trainer import OPTIMIZER_SUPPLIED, SCHEDULE_SUPPLIED, TrainerSpec
 from dali_pipes.errors import ConfigError, require
@@ -43,7 +44,7 @@ def locate(node: Mapping[str, Any], key: str) -> Callable[..., Any]:
             "e.g. torch.optim.SGD"
         )
     try:
-        obj = _locate(target)
+        obj = _get_object(target)
     except Exception as exc:  # ImportError, or whatever the imported module raises
         reason = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
         raise ConfigError(
@@ -52,6 +53,21 @@ def locate(node: Mapping[str, Any], key: str) -> Callable[..., Any]:
     require(callable(obj), f"{key}._target_", target, "is not a class or function")
     fn: Callable[..., Any] = obj
     return fn
+
+
+def _get_object(target: str) -> Any:
+    """Hydra's public lookup of a dotted path (what ``instantiate`` imports), without the
+    error record it logs before raising: the caller raises that error in one line."""
+    log = logging.getLogger("hydra.utils")
+    log.addFilter(_drop)
+    try:
+        return get_object(target)
+    finally:
+        log.removeFilter(_drop)
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
 
 
 def parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter] | None:

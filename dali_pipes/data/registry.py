@@ -1,18 +1,19 @@
 """The data sources there are: ``data=<name>`` -> its config schema and what opens a split.
 
-Each kind is registered once, here or by a user (:func:`register_source`): its name, its
-schema (a frozen :class:`~dali_pipes.data.specs.DataSpec` subclass, whose fields are the
-``data.*`` keys) and the function that opens one split of it. The Hydra schemas
-(``schema/data/<name>``) are derived from this registry
+Each kind is registered once, here or by a user (:func:`register_source`, also
+``dali_pipes.register_source``): its name, its schema (a frozen
+:class:`~dali_pipes.data.specs.DataSpec` subclass, whose fields are the ``data.*`` keys)
+and the function that opens one split of it. A second registration of a taken name is
+refused in one line unless it says ``replace=True`` (:class:`dali_pipes.registry.Registry`).
+The Hydra schemas (``schema/data/<name>``) are derived from this registry
 (:func:`dali_pipes.config.schemas.register`), and :func:`open_source` picks the opener by
 the spec's class, so ``data=imagenet`` (a folder preset) opens like ``data=folder``.
-Openers named by a ``module:function`` string are imported on first use: ``data=parquet``
-imports pyarrow only when it is chosen.
+Openers named by a ``module:function`` string are imported on first use
+(:class:`~dali_pipes.registry.Lazy`): ``data=parquet`` imports pyarrow only when it is chosen.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from dali_pipes.data.specs import (
     SyntheticData,
 )
 from dali_pipes.errors import ConfigError
+from dali_pipes.registry import Lazy, Registry, where
 
 #: The splits a loader is built for.
 SPLITS = ("train", "val")
@@ -36,39 +38,66 @@ Opener = Callable[[Any, str], Labelled]
 
 @dataclass(frozen=True)
 class SourceKind:
-    """One ``data=<name>``: its schema and its opener (a callable, or ``module:function``)."""
+    """One ``data=<name>``: its schema and its opener (imported on first use when it was
+    named by ``module:function``)."""
 
     name: str
     spec: type[DataSpec]
-    opener: Opener | str
+    opener: Lazy[Opener]
 
     def open(self, data: DataSpec, split: str) -> Labelled:
         """The source of ``split`` of ``data``."""
-        opener = self.opener
-        if isinstance(opener, str):
-            module, _, attr = opener.partition(":")
-            opener = getattr(importlib.import_module(module), attr)
-            assert callable(opener)
-        return opener(data, split)
+        return self.opener.get()(data, split)
 
 
-_KINDS: dict[str, SourceKind] = {}
+def _describe(kind: SourceKind) -> str:
+    return f"schema {where(kind.spec)}, opened by {kind.opener.ref}"
 
 
-def register_source(name: str, spec: type[DataSpec], opener: Opener | str) -> None:
-    """Make ``data=<name>`` available: ``spec`` is its schema, ``opener(spec, split)`` opens
-    a split (``train`` or ``val``) into a :class:`~dali_pipes.data.interface.Source` (or a
-    :class:`~dali_pipes.data.interface.Labelled`, for labels alone). Registering a name
-    again replaces it. The Hydra schema follows at the next
-    :func:`~dali_pipes.compose_config` (or :func:`dali_pipes.config.schemas.register`)."""
+#: Every ``data=<name>``, built-in ones first.
+SOURCES: Registry[SourceKind] = Registry("data source", _describe)
+
+
+def register_source(
+    name: str, spec: type[DataSpec], opener: Opener | str, *, replace: bool = False
+) -> None:
+    """Make ``data=<name>`` available.
+
+    The Hydra schema follows at the next :func:`~dali_pipes.compose_config` (or
+    :func:`dali_pipes.config.schemas.register`).
+
+    Args:
+        name: the config's name for it (``data=<name>``).
+        spec: its schema, a frozen :class:`~dali_pipes.data.specs.DataSpec` subclass whose
+            fields are the ``data.*`` keys.
+        opener: ``opener(spec, split)`` opens a split (``train`` or ``val``) into a
+            :class:`~dali_pipes.data.interface.Source` (or a
+            :class:`~dali_pipes.data.interface.Labelled`, for labels alone); or its
+            ``"module:function"``, imported on first use.
+        replace: put it there even when another source holds ``name``.
+
+    Returns:
+        None.
+
+    Raises:
+        NameTaken: another source holds ``name`` (the same one again is accepted).
+        ConfigError: ``spec`` is not a DataSpec subclass.
+    """
     if not (isinstance(spec, type) and issubclass(spec, DataSpec)):
         raise ConfigError(f"register_source({name!r}): the schema must subclass DataSpec")
-    _KINDS[name] = SourceKind(name, spec, opener)
+    SOURCES.register(name, SourceKind(name, spec, Lazy(opener)), replace=replace)
 
 
 def source_kinds() -> tuple[SourceKind, ...]:
     """Every registered kind, built-in ones first."""
-    return tuple(_KINDS.values())
+    return tuple(SOURCES.values())
+
+
+def source_kind(name: str) -> SourceKind:
+    """The kind ``data=<name>`` chooses, or the one-line error listing the ones there are."""
+    if name not in SOURCES:
+        raise ConfigError(f"data={name!r} is unknown: choose one of {', '.join(SOURCES)}")
+    return SOURCES[name]
 
 
 def open_source(data: DataSpec, split: str) -> Labelled:
@@ -76,20 +105,20 @@ def open_source(data: DataSpec, split: str) -> Labelled:
     if split not in SPLITS:
         raise ConfigError(f"split={split!r} is invalid: choose one of {SPLITS}")
     for cls in type(data).__mro__:  # the most derived registered schema opens it
-        for kind in _KINDS.values():
+        for kind in SOURCES.values():
             if kind.spec is cls:
                 return kind.open(data, split)
     raise ConfigError(
-        f"data={data.name!r} has no source: use one of {', '.join(_KINDS)}, or register "
-        "yours with dali_pipes.data.registry.register_source"
+        f"data={data.name!r} has no source: use one of {', '.join(SOURCES)}, or register "
+        "yours with dali_pipes.register_source"
     )
 
 
-for _kind in (
-    SourceKind("folder", FolderData, "dali_pipes.data.sources:open_folder"),
-    SourceKind("sample", SampleData, "dali_pipes.data.sources:open_sample"),
-    SourceKind("shards", ShardData, "dali_pipes.data.sources:open_shards"),
-    SourceKind("parquet", ParquetData, "dali_pipes.data.parquet:open_parquet"),
-    SourceKind("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
+for _name, _spec, _opener in (
+    ("folder", FolderData, "dali_pipes.data.sources:open_folder"),
+    ("sample", SampleData, "dali_pipes.data.sources:open_sample"),
+    ("shards", ShardData, "dali_pipes.data.sources:open_shards"),
+    ("parquet", ParquetData, "dali_pipes.data.parquet:open_parquet"),
+    ("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
 ):
-    _KINDS[_kind.name] = _kind
+    register_source(_name, _spec, _opener)

@@ -5,6 +5,7 @@ the field names)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dali_pipes.errors import require
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
@@ -32,6 +33,11 @@ class DataSpec:
     file's read: a read past it (a stalled mount) is a bad file under ``on_error``; from a
     bucket, a request silent for a quarter of it is sent again (:mod:`dali_pipes.data.s3`).
     """
+
+    #: Whether the data has images to decode (False: labels alone, which only a backend
+    #: that reads no images, :attr:`~dali_pipes.backends.specs.BackendSpec.reads_images`,
+    #: turns into batches).
+    has_images: ClassVar[bool] = True
 
     name: str = "folder"
     batch_size: int = 64
@@ -132,6 +138,8 @@ class ParquetData(DataSpec):
 @dataclass(frozen=True)
 class SyntheticData(DataSpec):
     """No files at all: ``num_samples`` virtual samples for the synthetic backend."""
+
+    has_images = False
 
     name: str = "synthetic"
     num_samples: int = 1024

@@ -23,7 +23,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Literal
 
-from dali_pipes.augment.base import op_names
+from dali_pipes.augment.base import OPS, op_names
 from dali_pipes.backends.dali.graph import (
     CachedPixels,
     DaliGraph,
@@ -35,14 +35,6 @@ from dali_pipes.backends.dali.trace import GraphCheck, check
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import compose_config, config_dir
 from dali_pipes.config.specs import loader_spec
-
-#: Parameters for ops whose defaults build no graph (colour jitter's are all zero) or
-#: skip a branch the op has (a probability below 1 adds DALI conditionals).
-EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
-    "color_jitter": {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1, "p": 0.8},
-    "gaussian_blur": {"p": 0.5},
-    "grayscale": {"p": 0.2},
-}
 
 
 @lru_cache(maxsize=128)
@@ -76,7 +68,7 @@ class GraphCase:
         exist: the placement is given to the graph, not resolved from this machine."""
         spec = _composed(self.overrides, self.split)
         if self.alone is not None:
-            ops = {self.alone: dict(EXAMPLE_PARAMS.get(self.alone, {}))}
+            ops = {self.alone: dict(OPS[self.alone].graph_params)}
             train = replace(spec.augment.train, ops=ops)
             spec = replace(spec, augment=replace(spec.augment, train=train))
         return spec

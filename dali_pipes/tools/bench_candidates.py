@@ -20,14 +20,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends import create_loader
-from dali_pipes.backends.specs import (
-    BackendSpec,
-    DaliBackend,
-    LoaderSpec,
-    SyntheticBackend,
-    TorchBackend,
-)
+from dali_pipes.backends import backend_kind, create_loader
+from dali_pipes.backends.specs import BackendSpec, DaliBackend, LoaderSpec, TorchBackend
 from dali_pipes.config.schemas import BenchSpec, PackSpec
 from dali_pipes.config.specs import to_spec
 from dali_pipes.data.interface import Source, local_paths_of
@@ -68,11 +62,7 @@ class BenchRun:
     def backend(self, name: str, device: str) -> BackendSpec:
         """The configured backend options when they are for backend ``name``, else its
         defaults, on ``device``."""
-        kind: type[BackendSpec] = {
-            "dali": DaliBackend,
-            "torch": TorchBackend,
-            "synthetic": SyntheticBackend,
-        }[name]
+        kind = backend_kind(name).spec
         base = to_spec(self.cfg.backend, BackendSpec)
         fields = asdict(base) if base.name == name else {}
         return kind(**{**fields, "name": name, "device": device})
@@ -100,7 +90,8 @@ class BenchRun:
         shards = packed(self.cfg, self.bench.shards)
         result = self.loader(name, backend, source=shards)
         assert shards.layout is not None
-        result.note = f"{len(shards.layout.tars)} shards in {self.bench.shards}"
+        count = len(shards.layout.tars)
+        result.note = f"{count} shard{'s' if count != 1 else ''} in {self.bench.shards}"
         return result
 
     def example(self, name: str, device_id: int | None) -> Measurement:

@@ -10,8 +10,10 @@
    torch backend feeding a GPU model -- and says which to use: the fastest, which keeps the
    configured one unless another is more than ``min_gain`` faster, and whether it keeps
    the model fed (at least :data:`FED_SHARE` of the on-device ceiling).
-4. Tunes the loader one knob at a time (DALI: ``num_threads``, ``prefetch_queue_depth``,
-   ``hw_decoder_load`` on a GPU; torch: ``num_workers``, ``prefetch_factor``), keeping a
+4. Tunes the loader one knob at a time (the backend's own
+   :meth:`~dali_pipes.backends.specs.BackendSpec.knobs`: DALI's ``num_threads``,
+   ``prefetch_queue_depth``, ``hw_decoder_load`` on a GPU; torch's ``num_workers``,
+   ``prefetch_factor``), keeping a
    value only when it is faster, and writes the best settings as a backend config:
    ``<out_dir>/backend/<backend>_tuned.yaml``, used as
    ``python -m dali_pipes.train --config-dir <out_dir> backend=<backend>_tuned ...``.
@@ -22,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -146,21 +147,6 @@ class _Bench:
         return samples, seconds, wait
 
 
-def _knobs(backend: BackendSpec, cores: int, gpu: bool) -> list[tuple[str, Sequence[Any]]]:
-    counts = sorted({1, max(1, cores // 2), cores, cores + 1, 2 * cores})
-    if isinstance(backend, DaliBackend):
-        knobs: list[tuple[str, Sequence[Any]]] = [
-            ("num_threads", counts),
-            ("prefetch_queue_depth", [1, 2, 3, 4]),
-        ]
-        if gpu:
-            knobs.append(("hw_decoder_load", [0.0, 0.35, 0.5, 0.65, 0.8, 0.9, 1.0]))
-        return knobs
-    if isinstance(backend, TorchBackend):
-        return [("num_workers", sorted({0, *counts})), ("prefetch_factor", [2, 4, 8])]
-    return []
-
-
 def tune(
     bench: _Bench, backend: BackendSpec, cores: int, min_gain: float
 ) -> tuple[BackendSpec, Rate, list[dict[str, Any]]]:
@@ -168,7 +154,7 @@ def tune(
     gpu = bench.device.type == "cuda"
     best, best_rate = backend, bench.rate(backend)
     trials = [{**asdict(backend), **asdict(best_rate)}]
-    for knob, values in _knobs(backend, cores, gpu):
+    for knob, values in backend.knobs(cores, gpu):
         for value in values:
             if value == getattr(best, knob):
                 continue
@@ -197,9 +183,8 @@ class Candidate:
     @property
     def name(self) -> str:
         """The placement in words: where batches are made and where the model trains."""
-        made = "" if self.backend.name == "torch" else f"-{self.backend.device}"
         model = "gpu" if self.trainer_device == "cuda" else "cpu"
-        return f"{self.backend.name}{made} -> {model} model"
+        return f"{self.backend.placement} -> {model} model"
 
     @property
     def overrides(self) -> str:
@@ -342,7 +327,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     one_view(cfg, "python -m dali_pipes.doctor")
     spec = loader_spec(cfg, "train", rank=0, world_size=1)
     backend = spec.backend
-    if isinstance(backend, SyntheticBackend):
+    if not backend.reads_images:
         raise DaliPipesError("doctor measures a real loader: choose backend=dali or backend=torch")
     cores = cpu_share()
     steps = 4 if doctor.placements else 3

@@ -38,6 +38,7 @@ from dali_pipes.config.compose import compose_config, load_saved_config
 from dali_pipes.config.loaders import build_loader
 from dali_pipes.config.schemas import SHOW_BACKENDS, ShowSpec
 from dali_pipes.config.specs import to_spec
+from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import ConfigError, DaliPipesError, require
 from dali_pipes.tools.gallery import SHIPPED, gallery, pick_photos
 from dali_pipes.tools.grid import Tile, draw_grid, save_png
@@ -230,8 +231,10 @@ def run_show(cfg: DictConfig) -> dict[str, Any]:
             f"rank {where.rank}"
         )
     else:
-        if str(cfg.data.get("name")) == "synthetic":
-            raise DaliPipesError("show draws images: data=synthetic has none; choose another data")
+        if not to_spec(cfg.data, DataSpec).has_images:
+            raise DaliPipesError(
+                f"show draws images: data={cfg.data.get('name')} has none; choose another data"
+            )
         shown = preview(cfg, show)
         title = f"epoch {show.epoch}, the first {show.samples} samples of the training order"
     augment = to_spec(cfg.augment, AugmentSpec)

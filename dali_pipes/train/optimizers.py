@@ -99,6 +99,26 @@ class LARS(torch.optim.Optimizer):
 
 # --------------------------------------------------------------------------- parameter groups
 
+#: The norm layers whose affine weights take no weight decay: torch's public batch, instance
+#: (with their lazy forms), group and layer norms.
+NORM_LAYERS: tuple[type[nn.Module], ...] = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
+    nn.SyncBatchNorm,
+    nn.InstanceNorm1d,
+    nn.InstanceNorm2d,
+    nn.InstanceNorm3d,
+    nn.LazyInstanceNorm1d,
+    nn.LazyInstanceNorm2d,
+    nn.LazyInstanceNorm3d,
+    nn.GroupNorm,
+    nn.LayerNorm,
+)
+
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Weight decay on conv/linear weights only: not on norm layers' affine or any bias."""
@@ -108,9 +128,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
         for name, param in module.named_parameters(recurse=False):
             if not param.requires_grad:
                 continue
-            is_norm = isinstance(
-                module, (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
-            )
+            is_norm = isinstance(module, NORM_LAYERS)
             (no_decay if is_norm or name == "bias" else decay).append(param)
     return [
         {"params": decay, "weight_decay": weight_decay},

@@ -5,6 +5,9 @@ The layers, lowest first (a module may import its own layer and the ones below i
 one above; ``if TYPE_CHECKING`` imports count, since a type is a dependency too)::
 
     errors      the one exception family
+    registry    the one registry type for things registered by name (ops, batch ops,
+                auto-augment operations, data sources, backends) and lazy "module:attr"
+                loading: below data, augment and backends, which each keep a registry
     image       decoding, header checks, the compiled resize
     data        sources, shards, sampling, manifests, the sample set, their specs
     augment     ops, the per-split pipeline, keyed randomness, the crop geometry
@@ -28,6 +31,7 @@ from test_imports import SRC, Import, graph, modules
 
 LAYERS = (
     "errors",
+    "registry",
     "image",
     "data",
     "augment",

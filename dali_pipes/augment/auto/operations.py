@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from dali_pipes.augment.auto.layout import (
     SOLARIZE,
 )
 from dali_pipes.augment.tv_functional import F
+from dali_pipes.registry import Registry, where
 
 #: torch realisation: (uint8 ``[3, H, W]`` image, signed magnitude value, interpolation,
 #: fill as torchvision takes it) -> image.
@@ -92,18 +93,19 @@ class Operation:
             raise ValueError(f"operation {self.name}: an affine kind needs affine arguments")
 
 
+def _describe(operation: Operation) -> str:
+    return f"the {KINDS[operation.kind]} operation whose torch call is {where(operation.torch)}"
+
+
 #: Every registered operation, in registration order (its index is its ``op`` value).
-REGISTRY: dict[str, Operation] = {}
+REGISTRY: Registry[Operation] = Registry("auto-augment operation", _describe)
 
 
-def register_operation(operation: Operation) -> Operation:
+def register_operation(operation: Operation, *, replace: bool = False) -> Operation:
     """Make ``operation`` usable by name in ``operations`` lists; a name registers once
-    (the same record again is accepted)."""
-    known = REGISTRY.get(operation.name)
-    if known is not None and known != operation:
-        raise ValueError(f"auto-augment operation {operation.name!r} is already registered")
-    REGISTRY[operation.name] = operation
-    return operation
+    (the same record again is accepted; another is refused unless ``replace=True``, which
+    keeps the name's index)."""
+    return REGISTRY.register(operation.name, operation, replace=replace)
 
 
 # --------------------------------------------------------------------------- built-ins
@@ -148,13 +150,20 @@ _WIDE_ENHANCE = Range(0.0, 0.99, signed=True)
 _BOTH = ("randaugment", "trivialaugment")
 
 for _record in (
-    Operation("Identity", IDENTITY, lambda x, m, mode, fill: x, {"standard": None, "wide": None}),
+    Operation(
+        "Identity",
+        IDENTITY,
+        lambda x, m, mode, fill: x,
+        {"standard": None, "wide": None},
+        defaults=_BOTH,
+    ),
     Operation(
         "ShearX",
         AFFINE,
         _shear_x,
         {"standard": Range(0.0, 0.3, True), "wide": Range(0.0, 0.99, True)},
         lambda m, size: {"shx": _shear_deg(m), "corner": np.ones(len(m), bool)},
+        defaults=_BOTH,
     ),
     Operation(
         "ShearY",
@@ -162,6 +171,7 @@ for _record in (
         _shear_y,
         {"standard": Range(0.0, 0.3, True), "wide": Range(0.0, 0.99, True)},
         lambda m, size: {"shy": _shear_deg(m), "corner": np.ones(len(m), bool)},
+        defaults=_BOTH,
     ),
     Operation(
         "TranslateX",
@@ -169,6 +179,7 @@ for _record in (
         lambda x, m, mode, fill: _affine(x, mode, fill, translate=(int(m), 0)),
         {"standard": Range(0.0, 150.0 / 331.0, True, "width"), "wide": Range(0.0, 32.0, True)},
         lambda m, size: {"tx": np.trunc(m)},
+        defaults=_BOTH,
     ),
     Operation(
         "TranslateY",
@@ -176,6 +187,7 @@ for _record in (
         lambda x, m, mode, fill: _affine(x, mode, fill, translate=(0, int(m))),
         {"standard": Range(0.0, 150.0 / 331.0, True, "height"), "wide": Range(0.0, 32.0, True)},
         lambda m, size: {"ty": np.trunc(m)},
+        defaults=_BOTH,
     ),
     Operation(
         "Rotate",
@@ -183,56 +195,65 @@ for _record in (
         lambda x, m, mode, fill: F.rotate(x, angle=m, interpolation=mode, fill=fill),
         {"standard": Range(0.0, 30.0, True), "wide": Range(0.0, 135.0, True)},
         lambda m, size: {"angle": -m},  # F.rotate passes -angle
+        defaults=_BOTH,
     ),
     Operation(
         "Brightness",
         BRIGHTNESS,
         lambda x, m, mode, fill: F.adjust_brightness(x, 1.0 + m),
         {"standard": _ENHANCE, "wide": _WIDE_ENHANCE},
+        defaults=_BOTH,
     ),
     Operation(
         "Color",
         COLOR,
         lambda x, m, mode, fill: F.adjust_saturation(x, 1.0 + m),
         {"standard": _ENHANCE, "wide": _WIDE_ENHANCE},
+        defaults=_BOTH,
     ),
     Operation(
         "Contrast",
         CONTRAST,
         lambda x, m, mode, fill: F.adjust_contrast(x, 1.0 + m),
         {"standard": _ENHANCE, "wide": _WIDE_ENHANCE},
+        defaults=_BOTH,
     ),
     Operation(
         "Sharpness",
         SHARPNESS,
         lambda x, m, mode, fill: F.adjust_sharpness(x, 1.0 + m),
         {"standard": _ENHANCE, "wide": _WIDE_ENHANCE},
+        defaults=_BOTH,
     ),
     Operation(
         "Posterize",
         POSTERIZE,
         lambda x, m, mode, fill: F.posterize(x, bits=int(m)),
         {"standard": Range(bits=4), "wide": Range(bits=6)},
+        defaults=_BOTH,
     ),
     Operation(
         "Solarize",
         SOLARIZE,
         lambda x, m, mode, fill: F.solarize(x, threshold=255.0 * m),
         {"standard": Range(1.0, 0.0), "wide": Range(1.0, 0.0)},
+        defaults=_BOTH,
     ),
     Operation(
         "AutoContrast",
         AUTOCONTRAST,
         lambda x, m, mode, fill: F.autocontrast(x),
         {"standard": None, "wide": None},
+        defaults=_BOTH,
     ),
     Operation(
         "Equalize",
         EQUALIZE,
         lambda x, m, mode, fill: F.equalize(x),
         {"standard": None, "wide": None},
+        defaults=_BOTH,
     ),
     # AutoAugment's policies use Invert; torchvision's RandAugment does not.
     Operation("Invert", INVERT, lambda x, m, mode, fill: F.invert(x), {"standard": None}),
 ):
-    register_operation(replace(_record, defaults=() if _record.name == "Invert" else _BOTH))
+    register_operation(_record)

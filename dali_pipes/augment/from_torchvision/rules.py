@@ -26,22 +26,11 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
-from dali_pipes.augment.base import RESAMPLING
+from dali_pipes.augment.base import OPS, RESAMPLING
 from dali_pipes.augment.from_torchvision import args
 from dali_pipes.augment.from_torchvision.values import Refused, Values, dtype_name
 
 Kind = Literal["convert", "geometry", "op", "erase"]
-#: Ops whose ``p`` applies the whole op with that probability: ``RandomApply`` of one of
-#: them is the op with ``p`` multiplied.
-WITH_P = (
-    "hflip",
-    "vflip",
-    "grayscale",
-    "color_jitter",
-    "gaussian_blur",
-    "solarize",
-    "random_apply",
-)
 
 
 @dataclass(frozen=True)
@@ -305,7 +294,9 @@ def _random_apply(t: Any, at: At) -> dict[str, Any]:
     if not inner:
         raise Refused("has no transforms")
     p = float(t.p)
-    if len(inner) == 1 and inner[0]["op"] in WITH_P:
+    # An op whose ``p`` gates all of it (Op.p_gates_all) takes RandomApply's ``p`` as a factor.
+    only = OPS.get(str(inner[0]["op"])) if len(inner) == 1 else None
+    if only is not None and only.p_gates_all:
         return {**inner[0], "p": float(inner[0]["p"]) * p}
     return {"op": "random_apply", "p": p, "ops": inner}
 

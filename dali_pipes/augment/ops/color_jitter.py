@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -69,6 +69,15 @@ class ColorJitter(Op):
         {"brightness": 0.8, "contrast": 0.8, "saturation": 0.8, "hue": 0.3},
     )
     pointwise = True
+    p_gates_all = True
+    # Its defaults jitter nothing (no graph); p < 1 adds the branch that skips it.
+    graph_params: ClassVar[Mapping[str, Any]] = {
+        "brightness": 0.4,
+        "contrast": 0.4,
+        "saturation": 0.4,
+        "hue": 0.1,
+        "p": 0.8,
+    }
     brightness: Any = 0.0
     contrast: Any = 0.0
     saturation: Any = 0.0

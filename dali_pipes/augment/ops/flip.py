@@ -19,6 +19,7 @@ class Flip(Op):
     ``horizontal``, else top-bottom."""
 
     horizontal: ClassVar[bool] = True
+    p_gates_all = True
     p: float = 0.5
 
     def __post_init__(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -28,6 +28,8 @@ class GaussianBlur(Op):
 
     name = "gaussian_blur"
     previews = ({"sigma": 1.0}, {"sigma": 2.5}, {"sigma": 5.0})
+    p_gates_all = True
+    graph_params: ClassVar[Mapping[str, Any]] = {"p": 0.5}  # p < 1: the branch that skips it
     kernel_size: Any = 23
     sigma: Any = (0.1, 2.0)
     p: float = 1.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -22,6 +22,8 @@ class Grayscale(Op):
 
     name = "grayscale"
     pointwise = True
+    p_gates_all = True
+    graph_params: ClassVar[Mapping[str, Any]] = {"p": 0.2}
     p: float = 0.1
 
     def __post_init__(self) -> None:

@@ -34,6 +34,7 @@ class RandomApply(Op):
     naming it, or an op) in order, all applied when the sample's draw is below ``p``."""
 
     name = "random_apply"
+    p_gates_all = True
     #: The default (a colour jitter, then a blur: a self-supervised "view") lets the op be
     #: built alone, as the gallery and the graph checks build every op; give your own list.
     ops: Any = (

@@ -31,6 +31,7 @@ class Solarize(Op):
     name = "solarize"
     pointwise = True
     previews = ({"threshold": 192}, {"threshold": 128}, {"threshold": 64})
+    p_gates_all = True
     threshold: float = 128.0
     p: float = 0.5
 

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, identity_colour, write_jpeg
+from omegaconf import OmegaConf, ValidationError
 
 from dali_pipes import DALIIterator, compose_config
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.specs import BackendSpec
-from dali_pipes.config.compose import config_dir
+from dali_pipes.config.compose import config_dir, load_saved_config
 from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.data.sources import ImageSource
-from dali_pipes.data.specs import DataSpec
+from dali_pipes.data.specs import DataSpec, SyntheticData
 
 ROOT = REPO
 
@@ -144,3 +145,22 @@ def test_every_tool_composes_with_every_data_config(tool: str, data: str) -> Non
         config_name=tool,
     )
     assert cfg.data.name == data
+
+
+def test_a_saved_run_config_loads_back_into_the_typed_schemas_with_its_values(
+    tmp_path: Path,
+) -> None:
+    cfg = compose_config(
+        [
+            "data=synthetic",
+            "backend=synthetic",
+            "data.num_samples=7",
+            "augment.train.ops.hflip.p=0.25",
+        ]
+    )
+    OmegaConf.save(cfg, tmp_path / "config.yaml")
+    loaded = load_saved_config(tmp_path / "config.yaml")
+    assert OmegaConf.to_container(loaded) == OmegaConf.to_container(cfg, resolve=True)
+    assert OmegaConf.get_type(loaded, "data") is SyntheticData
+    with pytest.raises(ValidationError):  # still the schema's node: a typed field
+        loaded.data.num_samples = "seven"

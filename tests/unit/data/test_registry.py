@@ -1,5 +1,9 @@
 """One registry each for sources and backends, the Hydra schemas derived from them
-(dali_pipes/data/registry.py, dali_pipes/backends/registry.py, config/schemas.py)."""
+(dali_pipes/data/registry.py, dali_pipes/backends/registry.py, config/schemas.py).
+
+Registering a taken name again replaced the entry silently before the registries became
+:class:`dali_pipes.registry.Registry`; it is refused now unless ``replace=True``, which
+test_a_schema_is_stored_once_and_again_when_it_was_removed_or_its_class_changed passes."""
 
 from __future__ import annotations
 
@@ -12,12 +16,14 @@ from hydra.core.config_store import ConfigStore
 
 from dali_pipes import ConfigError, build_loader, compose_config
 from dali_pipes.backends import registry as backends
-from dali_pipes.backends.specs import SyntheticBackend
+from dali_pipes.backends.specs import DaliBackend, SyntheticBackend, TorchBackend
 from dali_pipes.backends.synthetic import SyntheticLoader
+from dali_pipes.backends.torch import TorchLoader
 from dali_pipes.config.schemas import config_dir, schemas
 from dali_pipes.data import registry as sources
 from dali_pipes.data.registry import open_source, register_source, source_kinds
-from dali_pipes.data.specs import DataSpec
+from dali_pipes.data.specs import DataSpec, FolderData, SyntheticData
+from dali_pipes.errors import NameTaken
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,12 @@ class EchoLoader(SyntheticLoader):
 
 
 @pytest.fixture
-def registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def registered() -> Iterator[None]:
     """``data=counted`` and ``backend=echo`` for one test (the registries restored after)."""
-    monkeypatch.setattr(sources, "_KINDS", dict(sources._KINDS))
-    monkeypatch.setattr(backends, "_BACKENDS", dict(backends._BACKENDS))
-    register_source("counted", CountData, lambda data, split: Counted(data.count, data.classes))
-    backends.register_backend("echo", EchoBackend, EchoLoader)
-    yield
+    with sources.SOURCES.restored(), backends.BACKENDS.restored():
+        register_source("counted", CountData, lambda data, split: Counted(data.count, data.classes))
+        backends.register_backend("echo", EchoBackend, EchoLoader)
+        yield
     repo = ConfigStore.instance().repo
     for group, name in (("data", "counted"), ("backend", "echo")):
         repo.get(group, {}).pop(f"{name}.yaml", None)
@@ -120,6 +125,95 @@ def test_a_schema_is_stored_once_and_again_when_it_was_removed_or_its_class_chan
     repo["schema"]["data"].pop("counted.yaml")  # what a test's clean-up does
     assert compose_config(["data=counted", "data.count=4"]).data.count == 4
 
-    register_source("counted", CountMore, lambda data, split: Counted(data.count, data.classes))
+    register_source(
+        "counted", CountMore, lambda data, split: Counted(data.count, data.classes), replace=True
+    )
     assert compose_config(["data=counted", "data.step=3"]).data.step == 3
     assert repo["schema"]["data"]["counted.yaml"] is not entry
+
+
+def test_a_second_source_under_a_taken_name_fails_in_one_line_naming_the_name_and_its_holder(
+    registered: None,
+) -> None:
+    with pytest.raises(NameTaken) as info:
+        register_source("folder", CountData, f"{__name__}:Counted")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(
+        "data source 'folder' is already registered (held by schema "
+        "dali_pipes.data.specs.FolderData, opened by dali_pipes.data.sources:open_folder)"
+    )
+    assert sources.SOURCES["folder"].spec is FolderData
+
+
+def test_a_second_backend_under_a_taken_name_fails_in_one_line_naming_the_name_and_its_holder(
+    registered: None,
+) -> None:
+    with pytest.raises(NameTaken) as info:
+        backends.register_backend("torch", EchoBackend, EchoLoader)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(
+        "backend 'torch' is already registered (held by options "
+        "dali_pipes.backends.specs.TorchBackend, loader dali_pipes.backends.torch:TorchLoader)"
+    )
+    assert backends.backend_kind("torch").spec is TorchBackend
+
+
+def test_replace_true_replaces_a_source_and_a_backend(registered: None) -> None:
+    def opener(data: DataSpec, split: str) -> Counted:
+        return Counted(3, 3)
+
+    register_source("counted", CountMore, opener, replace=True)
+    backends.register_backend("echo", SyntheticBackend, SyntheticLoader, replace=True)
+    assert sources.SOURCES["counted"].spec is CountMore
+    assert len(open_source(CountMore(), "train")) == 3
+    assert backends.loader_class("echo") is SyntheticLoader
+
+
+def test_a_source_or_backend_registered_again_from_the_same_place_is_accepted(
+    registered: None,
+) -> None:
+    """A module imported again (its classes and functions made anew) registers the same."""
+    register_source("folder", FolderData, "dali_pipes.data.sources:open_folder")
+    backends.register_backend("torch", TorchBackend, TorchLoader)  # the class its string names
+    register_source("counted", CountData, sources.SOURCES["counted"].opener.get())
+
+
+def test_source_and_backend_names_are_listable(registered: None) -> None:
+    assert sources.SOURCES.names()[:5] == ("folder", "sample", "shards", "parquet", "synthetic")
+    assert sources.SOURCES.names()[-1] == "counted"
+    assert backends.names() == ("dali", "torch", "synthetic", "echo")
+    assert [k.name for k in source_kinds()] == list(sources.SOURCES)
+
+
+def test_an_opener_or_loader_named_by_module_attr_is_imported_once_on_first_use(
+    registered: None,
+) -> None:
+    register_source("lazy", CountData, f"{__name__}:open_counted")
+    kind = sources.SOURCES["lazy"]
+    assert not kind.opener.loaded
+    assert len(kind.open(CountData(count=4), "train")) == 4
+    assert kind.opener.loaded and kind.opener.get() is open_counted
+    with pytest.raises(ConfigError, match=r"names no object: expected 'module:attr'"):
+        backends.register_backend("bad", EchoBackend, "no_colon")
+
+
+def test_backends_and_data_say_what_they_know_about_themselves() -> None:
+    """Whether a backend reads images and the knobs doctor tunes live on its options' class;
+    whether data has images, on its schema."""
+    assert [k.spec.reads_images for k in backends.backend_kinds()] == [True, True, False]
+    assert [name for name, _ in DaliBackend().knobs(4, gpu=True)] == [
+        "num_threads", "prefetch_queue_depth", "hw_decoder_load",
+    ]  # fmt: skip
+    assert dict(TorchBackend().knobs(4, gpu=False)) == {
+        "num_workers": [0, 1, 2, 4, 5, 8], "prefetch_factor": [2, 4, 8],
+    }  # fmt: skip
+    assert SyntheticBackend().knobs(4, gpu=True) == []
+    assert [DaliBackend(device="gpu").placement, TorchBackend(device="gpu").placement] == [
+        "dali-gpu", "torch",
+    ]  # fmt: skip
+    assert FolderData.has_images and not SyntheticData.has_images
+
+
+def open_counted(data: CountData, split: str) -> Counted:
+    """An opener a test names by ``module:attr``."""
+    return Counted(data.count, data.classes)

@@ -3,6 +3,7 @@ LARS, the losses on hard and soft targets, gradient clipping, soft-target accura
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
 from typing import Any, cast
@@ -316,3 +317,16 @@ def test_clip_grad_norm_bounds_the_gradient_norm_of_each_step(scaled: bool) -> N
     clipped = norms(1.0)
     assert clipped == pytest.approx([1.0, 1.0, 1.0], rel=1e-4), clipped
     assert all(math.isfinite(n) for n in clipped)
+
+
+def test_a_target_that_cannot_be_imported_logs_nothing_besides_its_one_line_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Hydra's public lookup (``hydra.utils.get_object``) logs the error it raises; the
+    one-line ConfigError is all the user sees."""
+    from dali_pipes.config.targets import locate
+
+    with caplog.at_level(logging.DEBUG), pytest.raises(ConfigError, match="cannot import it"):
+        locate({"_target_": "torch.optim.Nope"}, "trainer.optimizer")
+    assert [r for r in caplog.records if r.name.startswith("hydra")] == []
+    assert locate({"_target_": "torch.optim.SGD"}, "trainer.optimizer") is torch.optim.SGD
