@@ -14,6 +14,9 @@ from typing import Any
 #: ``doctor``: a model fed at this share of its synthetic-data rate or more is not
 #: waiting for data in any way worth a change of loader (the project's GPU target).
 FED = 0.97
+#: ``doctor``: fed faster than on synthetic data by more than this, the two measurements
+#: did not see the same machine (a busy machine, too few steps): no verdict can be drawn.
+NOISE = 1.05
 
 #: ``bench``: our loaders, fastest first when they tie; the baseline users would write.
 OURS = ("dali-gpu", "dali-cpu", "torch")
@@ -67,6 +70,12 @@ def doctor_advice(report: dict[str, Any], data: dict[str, Any], cuda: bool) -> l
     this machine has a GPU."""
     share = float(report["loader_vs_synthetic"])
     wait = float(report["data_wait"])
+    if share > NOISE:
+        return [
+            f"the measurement is too noisy to tell: fed by the loader the step ran at "
+            f"{100 * share:.0f}% of its synthetic-data rate, which cannot be; run doctor "
+            f"again on a quiet machine, with more steps (doctor.steps=100)"
+        ]
     if share >= FED:
         return [
             f"training is not waiting for data ({100 * share:.0f}% of the synthetic-data "

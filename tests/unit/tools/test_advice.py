@@ -53,6 +53,16 @@ def test_a_fed_model_is_told_to_look_at_its_step_not_its_loader() -> None:
     assert line.startswith("training is not waiting for data (98% of the synthetic-data rate)")
 
 
+def test_a_rate_above_the_synthetic_one_is_called_noise_not_a_verdict() -> None:
+    [line] = doctor_advice(doctor(1.19), {"name": "folder", "cache": None}, cuda=False)
+    assert line.startswith(
+        "the measurement is too noisy to tell: fed by the loader the step ran at 119%"
+    )
+    assert doctor_advice(doctor(1.04), {"name": "folder", "cache": None}, cuda=False)[0].startswith(
+        "training is not waiting for data"
+    )
+
+
 def test_a_waiting_model_gets_the_changes_that_apply_most_promising_first() -> None:
     report = doctor(
         0.6,
