@@ -17,7 +17,7 @@
 # the clone through DALI_PIPES_PHOTOS and DALI_PIPES_CORNER, so it runs the tests this
 # checkout runs; --bare leaves them out (their tests skip, as in a clone with nothing
 # beside it). --keep keeps the clone (it holds a .venv of a few GB). Run it on a quiet
-# machine: it prints the figures to record in docs/quickstart.md and the load it saw.
+# machine: it prints the figures to record in docs/development.md and the load it saw.
 set -euo pipefail
 
 keep=0

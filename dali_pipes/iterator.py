@@ -10,7 +10,7 @@ Drop it in where a ``torch.utils.data.DataLoader`` was::
 
 ``augment="randaugment"`` (any ``conf/augment`` preset), a list of ops or a torchvision
 pipeline (``transforms.Compose`` or ``transforms.v2.Compose``, mapped to the same ops:
-docs/torchvision.md) picks the augmentation, and a torchvision ``ImageFolder`` may stand
+docs/how-to/torchvision.md) picks the augmentation, and a torchvision ``ImageFolder`` may stand
 for the root (its samples, classes and transform as they are:
 ``DALIIterator(ImageFolder(root, transform=...))``); a preset with batch ops (``"deit"``:
 mixup/cutmix, random erasing) yields soft targets, and ``loader.batch_stage`` is that

@@ -13,7 +13,7 @@ what the pretraining learnt. The result goes to stdout and, as JSON, to ``--out`
 
 Arguments after the options are Hydra overrides of ``conf/train.yaml`` (data, augment,
 backend, seed); the defaults pick the sample data, its 64-pixel crops and ``augment=simclr``.
-See docs/self-supervised.md.
+See docs/how-to/self-supervised.md.
 """
 
 from __future__ import annotations

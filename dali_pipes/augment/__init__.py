@@ -7,7 +7,7 @@ Built-in ops (config name: module of :mod:`.ops`): the decode-fused crops
 with padding); ``hflip`` (``flip``), ``vflip``, ``color_jitter``, ``grayscale``,
 ``gaussian_blur``, ``solarize``, ``randaugment``, ``trivialaugment``, ``autoaugment``, and
 ``random_apply`` (a list of ops applied together with a probability).
-Register your own with :func:`register_op` (docs/augmentation.md, "Your own op").
+Register your own with :func:`register_op` (docs/how-to/augmentation.md).
 
 Batch ops (:mod:`.batch`, after the per-sample ops, on whole batches): ``mixup``
 (``mixup``, mixup and cutmix with soft targets) and ``random_erasing`` (``erasing``).

@@ -1,4 +1,4 @@
-"""The batch contract every backend implements (docs/loop.md, "The batch contract")."""
+"""The batch contract every backend implements (docs/reference/loader.md)."""
 
 from __future__ import annotations
 

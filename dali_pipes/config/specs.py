@@ -111,7 +111,7 @@ def one_view(cfg: DictConfig, tool: str) -> None:
         raise ConfigError(
             f"augment.train.views: {tool} trains on one image per sample, but this augment "
             f"makes {len(names)} views of each ({', '.join(names)}) for self-supervised "
-            "training; train on them in a loop of your own (docs/self-supervised.md, "
+            "training; train on them in a loop of your own (docs/how-to/self-supervised.md, "
             "examples/self_supervised.py), or choose an augment without views"
         )
 

@@ -16,7 +16,7 @@ ignored, as ``ImageFolder`` (PIL) and the DALI graph (``adjust_orientation=False
 it: the crop geometry is computed from the header's size, so every backend must decode the
 pixels in the stored orientation. TorchCodec (0.17), which torchvision 0.29 points to, gives
 the same pixels on every photo but always applies EXIF orientation (no option to turn it
-off), so it would rotate or mirror such files; docs/performance.md ("Backends") has the measurement.
+off), so it would rotate or mirror such files; benchmarks/RESULTS.md has the measurement.
 """
 
 from __future__ import annotations

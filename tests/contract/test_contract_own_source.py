@@ -1,4 +1,4 @@
-"""The data source of docs/own-source.md (``data=csv``) through the batch contract.
+"""The data source of docs/how-to/own-source.md (``data=csv``) through the batch contract.
 
 The page's example is loaded as written (its code block run as a module, so it registers
 ``data=csv`` without running its demo). Then the contract's own tests
@@ -27,7 +27,7 @@ from torchvision.datasets import ImageFolder
 
 from dali_pipes import compose_config
 
-PAGE = REPO / "docs" / "own-source.md"
+PAGE = REPO / "docs" / "how-to" / "own-source.md"
 KINDS = ["torch", "dali-cpu", "synthetic", pytest.param("dali-gpu", marks=gpu)]
 
 

@@ -2,7 +2,8 @@
 on 127.0.0.1, every page opened in headless Chromium (Debian's ``chromium`` driven through
 its ``chromium-driver`` by Selenium; ``make browser`` installs both). A console error, an
 internal link to a page or anchor that is not there, or an image that does not load fails
-it; the augmentation page's screenshot must show the page."""
+it; the tutorial's screenshot must show the page. Every page of ``docs/`` is in the
+navigation, whose sections are the ones a reader looks for."""
 
 from __future__ import annotations
 
@@ -22,14 +23,33 @@ from typing import Any
 from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
+import yaml
 from conftest import REPO
 from helpers.png import check_png
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-PAGES = ("", "quickstart/", "loop/", "training/", "own-source/", "parquet/", "augmentation/",
-         "performance/", "clusters/", "bad-data/", "configuration/", "api/")  # fmt: skip
 SCREEN = (1280, 1600)
+
+
+def nav_pages(nav: Any) -> list[str]:
+    """The Markdown files of mkdocs.yml's ``nav``, in order."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in nav_pages(value)]
+    return [page for item in nav for page in nav_pages(item)]
+
+
+def url_of(page: str) -> str:
+    """A page's address on the site (``use_directory_urls``): ``how-to/x.md`` is ``how-to/x/``."""
+    path = page.removesuffix(".md")
+    path = path.removesuffix("index")
+    return path if not path or path.endswith("/") else f"{path}/"
+
+
+NAV = nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+PAGES = tuple(url_of(page) for page in NAV)
 
 
 def build(site: Path) -> subprocess.CompletedProcess[str]:
@@ -129,6 +149,11 @@ def broken(links: list[str], cache: dict[str, tuple[int, str]]) -> list[str]:
     return found
 
 
+def first_anchor(html: str) -> str:
+    """The id of the first heading below the title of a built page."""
+    return re.findall(r'<h2 id="([^"]+)"', html)[0]
+
+
 IMAGES = """const done = arguments[arguments.length - 1];
 Promise.all(Array.from(document.images).map(i => i.decode().then(
     () => [i.src, i.naturalWidth], () => [i.src, 0]))).then(done);"""
@@ -160,35 +185,48 @@ def test_every_page_loads_in_chromium_without_errors_broken_links_or_images(
         assert "dali_pipes" in browser.title, (page, browser.title)
         problems += page_problems(browser, site, cache)
         images += browser.execute_script("return document.images.length")
-        if page == "augmentation/":  # what `show` draws, on the page
-            browser.execute_script(
-                "document.getElementById('look-before-you-train').scrollIntoView()"
-            )
-            shot = tmp_path / "augmentation.png"
+        if page == "tutorial/":  # the tutorial's first picture, on the page
+            browser.execute_script("document.querySelector('article img').scrollIntoView()")
+            shot = tmp_path / "tutorial.png"
             browser.save_screenshot(str(shot))
             check_png(shot, width=SCREEN[0])
             keep = os.environ.get("DALI_PIPES_SCREENSHOT")  # a copy to look at
             if keep:
                 shutil.copy(shot, keep)
     assert not problems, "\n".join(problems)
-    assert images >= 4  # the show preview, the gallery and the bench charts
+    assert images >= 4  # the show previews, the gallery and the bench charts
+
+
+def test_every_page_of_the_docs_folder_is_in_the_navigation_once() -> None:
+    on_disk = sorted(str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md"))
+    assert sorted(NAV) == on_disk
+    sections = [
+        next(iter(item)) for item in yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
+    ]
+    assert sections == ["Home", "Tutorial", "Installation", "How-to guides", "Reference",
+                        "How it works", "Results", "Troubleshooting", "Development"]  # fmt: skip
 
 
 def test_the_checks_catch_a_console_error_a_broken_image_a_missing_page_and_anchor(
     site: str, browser: Any
 ) -> None:
-    browser.get(urljoin(site, "quickstart/"))
+    browser.get(urljoin(site, "installation/"))
     page_problems(browser, site, {})  # what the page itself logged
     browser.execute_script(
         "const i = document.createElement('img'); i.src = '/img/nothing.png';"
         "document.body.appendChild(i); console.error('injected');"
-        "const a = document.createElement('a'); a.href = '/training/#no-such-heading';"
+        "const a = document.createElement('a'); a.href = '/tutorial/#no-such-heading';"
         "document.body.appendChild(a);"
     )
     found = "\n".join(page_problems(browser, site, {}))
     assert "image http://127.0.0.1" in found and "nothing.png did not load" in found
     assert "console:" in found and "injected" in found
     assert "no element with id 'no-such-heading'" in found
-    assert broken([urljoin(site, "training/#replay-a-step")], {}) == []
+    assert (
+        broken(
+            [urljoin(site, "tutorial/#" + first_anchor(fetch(urljoin(site, "tutorial/"))[1]))], {}
+        )
+        == []
+    )
     assert broken([urljoin(site, "nowhere/")], {})[0].endswith("HTTP 404")
     assert urlparse(site).hostname == "127.0.0.1"

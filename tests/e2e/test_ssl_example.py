@@ -2,7 +2,7 @@
 data, fed by dali_pipes' views, learns features whose k-NN accuracy on the held-out split
 beats the same network untrained by a clear margin.
 
-A shorter run than the documented one (docs/self-supervised.md), stated here: fewer
+A shorter run than the documented one (docs/how-to/self-supervised.md), stated here: fewer
 epochs on a smaller copy of the sample data, so the test stays within a couple of minutes
 on two cores; the documented run's figures are in benchmarks/RESULTS.md.
 """

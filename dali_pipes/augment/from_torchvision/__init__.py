@@ -5,7 +5,7 @@ augmentation: the same crops, ops and output, realised by every backend.
 crops to the decode-fused crop, :mod:`.fused`; ``RandomErasing`` to the batch stage) and the
 conversions to the batch's dtype, mean and std (:mod:`.values`), so the random parameters
 are drawn from (seed, epoch, sample) as for any preset. A transform or an argument that
-cannot be mapped exactly is refused in one line (:mod:`.convert`). docs/torchvision.md has
+cannot be mapped exactly is refused in one line (:mod:`.convert`). docs/how-to/torchvision.md has
 the table and what differs from torchvision.
 """
 
