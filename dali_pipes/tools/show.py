@@ -84,12 +84,16 @@ def columns(wanted: tuple[str, ...]) -> tuple[str, ...]:
 def column_config(cfg: DictConfig, column: str) -> DictConfig:
     """``cfg`` with the column's backend: the configured backend's options when it is the
     same backend, its config group's defaults otherwise; batches made and kept where that
-    backend runs (``trainer.device=auto``)."""
+    backend runs (``trainer.device=auto``). The torch backend reads in this process: the
+    pictures are one batch, which its worker processes take longer to start than to make
+    (and its samples do not depend on who makes them)."""
     name, device = COLUMNS[column]
     out = copy.deepcopy(cfg)
     if str(out.backend.get("name")) != name:
         out.backend = compose_config([f"backend={name}"]).backend
     out.backend.device = device
+    if name == "torch":
+        out.backend.num_workers = 0
     if "trainer" in out:
         out.trainer.device = "auto"
     return out
