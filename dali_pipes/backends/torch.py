@@ -28,7 +28,7 @@ from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.interface import images_of
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import Blob, decode_bytes
+from dali_pipes.image.decode import Blob, decode_bytes, load_decoder
 from dali_pipes.runtime.distributed import cpu_share
 
 Key = tuple[int, int, int]  # (sample index, epoch, slot position): what the dataset is handed
@@ -157,6 +157,7 @@ class TorchLoader(Loader):
         self._batches = _PlannedBatches(len(self))
         extra: dict[str, Any] = {}
         if workers > 0:
+            load_decoder()  # once here, not once in every forked worker
             extra = {
                 "persistent_workers": opts.persistent_workers,
                 "prefetch_factor": opts.prefetch_factor,
