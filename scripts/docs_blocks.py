@@ -232,7 +232,7 @@ VERDICTS = {
     "doctor placement": re.compile(r"^ *use .*: the fastest"),
     "doctor tuned": re.compile(r"^ *tuned +: "),
 }
-ADVICE = re.compile(r"^ {2}(- |\()|^ +\w+=\S+: [\d.]+ img/s, data wait")
+ADVICE = re.compile(r"^ {2}(- |\()|^(\[[\d:]+\])? +\w+=\S+: [\d.]+ img/s, data wait")
 #: What a launcher logs about the environment it found (torchrun's warning that it set
 #: OMP_NUM_THREADS, in glog's "W1128 08:01:02.123 ..." form): the reader's shell, not the
 #: command, decides whether it appears.
