@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,27 +56,14 @@ def copy_sample_dataset(target: Path, train_per_class: int, val_per_class: int) 
     there first if absent, where the default training job finds it too): copying a few
     megabytes of files is faster than drawing and encoding them again."""
     cached = ensure_sample_dataset(None, train_per_class, val_per_class)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        shutil.copytree(cached, tmp, dirs_exist_ok=True)
-        if not (tmp / "README.txt").is_file():  # a cache written before the README existed
-            (tmp / "README.txt").write_text(describe(train_per_class, val_per_class))
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    _publish(target, train_per_class, val_per_class, lambda tmp: _copy(cached, tmp))
 
 
 def write_sample_dataset(target: Path, train_per_class: int, val_per_class: int) -> None:
     """Write the dataset to ``target`` (which must not exist yet): ``train/<class>/`` and
-    ``val/<class>/`` as torchvision's ``ImageFolder`` reads them, and a ``README.txt``.
+    ``val/<class>/`` as torchvision's ``ImageFolder`` reads them, and a ``README.txt``."""
 
-    Written into a temporary sibling and renamed into place, so ``target`` is either
-    complete or absent; a lost race with another process writing the same is not an error.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    def draw(tmp: Path) -> None:
         for split, count in (("train", train_per_class), ("val", val_per_class)):
             for label, name in enumerate(CLASSES):
                 folder = tmp / split / name
@@ -83,6 +71,24 @@ def write_sample_dataset(target: Path, train_per_class: int, val_per_class: int)
                 for i in range(count):
                     seed = (VERSION, 0 if split == "train" else 1, label, i)
                     (folder / f"{name}_{i:04d}.jpg").write_bytes(_render(label, seed))
+
+    _publish(target, train_per_class, val_per_class, draw)
+
+
+def _copy(source: Path, tmp: Path) -> None:
+    shutil.copytree(source, tmp, dirs_exist_ok=True)
+
+
+def _publish(
+    target: Path, train_per_class: int, val_per_class: int, fill: Callable[[Path], None]
+) -> None:
+    """``fill`` a temporary sibling of ``target``, add the README, and rename it into place:
+    ``target`` is either complete or absent, and a lost race with another process writing
+    the same dataset is not an error."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        fill(tmp)
         (tmp / "README.txt").write_text(describe(train_per_class, val_per_class))
         try:
             tmp.rename(target)
