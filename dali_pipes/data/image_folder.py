@@ -12,6 +12,7 @@ backends do not decode is a bad file like any other (``on_error``).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
 
 def is_folder_dataset(obj: Any) -> bool:
-    """Whether ``obj`` is a torchvision ``DatasetFolder`` (``ImageFolder`` is one)."""
-    try:
-        from torchvision.datasets import DatasetFolder
-    except ImportError:  # pragma: no cover - torchvision is a dependency
-        return False
-    return isinstance(obj, DatasetFolder)
+    """Whether ``obj`` is a torchvision ``DatasetFolder`` (``ImageFolder`` is one).
+
+    Asked of every path given to ``DALIIterator``, so it imports nothing: an object made by
+    torchvision exists only once torchvision is imported (importing it takes seconds)."""
+    folder = sys.modules.get("torchvision.datasets.folder")
+    return folder is not None and isinstance(obj, folder.DatasetFolder)
 
 
 def check_dataset(dataset: Any) -> None:
