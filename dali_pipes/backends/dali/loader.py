@@ -42,6 +42,7 @@ never blamed on a file: they propagate unchanged with a note saying what to try
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Generator, Iterator
 from functools import partial
@@ -295,9 +296,13 @@ class DaliLoader(Loader):
         lifecycle.closed(self)
         lifecycle.release_orphans()
 
-    def __del__(self) -> None:
+    def __del__(self, finalizing: Any = sys.is_finalizing) -> None:
         """Collected without :meth:`close` on a thread that did not build the pipeline
-        (see :mod:`.lifecycle`): the pipeline is kept for a safe thread to release."""
+        (see :mod:`.lifecycle`): the pipeline is kept for a safe thread to release. Not
+        when the interpreter exits: the modules it would call are gone by then (the
+        function is bound at definition for that reason), and so is the process."""
+        if finalizing():
+            return
         pipe = getattr(self, "_pipe", None)
         probe = getattr(self, "_probe", None)
         if threading.get_ident() == getattr(self, "_owner", None):
