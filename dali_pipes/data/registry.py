@@ -27,6 +27,7 @@ from dali_pipes.data.specs import (
     ShardData,
     SyntheticData,
 )
+from dali_pipes.data.zip_archive import ZipData
 from dali_pipes.errors import ConfigError
 from dali_pipes.registry import Lazy, Registry, where
 
@@ -120,5 +121,6 @@ for _name, _spec, _opener in (
     ("shards", ShardData, "dali_pipes.data.sources:open_shards"),
     ("parquet", ParquetData, "dali_pipes.data.parquet:open_parquet"),
     ("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
+    ("zip", ZipData, "dali_pipes.data.zip_archive:open_zip"),
 ):
     register_source(_name, _spec, _opener)

@@ -1,0 +1,209 @@
+"""``data=zip``: an ImageFolder inside a zip archive, read member by member, never extracted.
+
+Many datasets ship as one ``.zip`` of ``<class>/<image>`` folders. This source lists the
+archive's central directory once and reads each image's member when a batch asks for it,
+so nothing is unpacked to disk. It is an ordinary registered source (one module and one
+line in :mod:`dali_pipes.data.registry`): the backends, the sampler, the bad-file policy,
+resume, ``scan`` and ``pack`` read it through the source interface alone.
+
+Order and labels are those of ``torchvision.datasets.ImageFolder`` over the extracted
+folder: class folders sorted, files sorted by their folder, then by name, extensions
+compared without case. A split may be a folder inside the archive (``data.train_dir``,
+``data.val_dir``). macOS's ``__MACOSX/`` resource folders are not data and are passed
+over. Reads are safe from several threads: each thread keeps a handle of its own, and
+every read keeps ``data.read_timeout`` (:func:`~dali_pipes.image.reads.read_all`). A
+member that fails its checksum, is encrypted or compressed with a method Python cannot
+read is a bad sample under ``data.on_error``, named ``<archive>:<member>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dali_pipes.data.interface import Indices, SampleStat
+from dali_pipes.data.manifest import read_manifest
+from dali_pipes.data.policy import OnError
+from dali_pipes.data.specs import DataSpec
+from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.image.decode import Blob
+from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
+
+log = logging.getLogger(__name__)
+
+#: Folders archivers add that hold no data (macOS's resource forks).
+NOT_DATA = ("__MACOSX",)
+
+
+@dataclass(frozen=True)
+class ZipData(DataSpec):
+    """An ImageFolder tree inside a zip archive: ``root`` is the ``.zip`` file.
+
+    With ``train_dir``/``val_dir`` set each split reads that folder of the archive; with them
+    unset both splits read the archive's top level.
+    """
+
+    name: str = "zip"
+    root: str | None = None
+    train_dir: str | None = None
+    val_dir: str | None = None
+
+    @classmethod
+    def from_path(cls, path: str) -> ZipData | None:
+        """A ``.zip`` path is this kind of data."""
+        return cls(root=path) if path.lower().endswith(".zip") else None
+
+
+@dataclass(frozen=True, eq=False)
+class ZipSource:
+    """One split of an ImageFolder inside a zip archive (the
+    :class:`~dali_pipes.data.interface.Source` interface, plus ``rejected`` and ``stats``)."""
+
+    archive: str
+    members: tuple[str, ...]
+    labels: np.ndarray = field(repr=False)
+    classes: tuple[str, ...]
+    folder: str = ""  # the split's folder inside the archive ("": its top level)
+    sizes: tuple[int, ...] = field(default=(), repr=False)  # uncompressed bytes per member
+    crcs: tuple[int, ...] = field(default=(), repr=False)
+    rejected: tuple[tuple[str, str], ...] = ()
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT
+
+    @property
+    def root(self) -> str:
+        """``<archive>`` or ``<archive>:<folder>``."""
+        return f"{self.archive}:{self.folder}" if self.folder else self.archive
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def read(self, indices: Indices) -> list[Blob]:
+        """Each member's bytes, or the error naming it, each read within the deadline."""
+        names = [self.name(int(i)) for i in indices]
+        return read_all(self._read, names, self.read_timeout)
+
+    def identity(self, indices: Indices) -> np.ndarray:
+        """The sample's index: the draws of the extracted folder's ImageFolder order."""
+        return np.asarray(indices, dtype=np.int64)
+
+    def name(self, index: int) -> str:
+        """``<archive>:<member>``."""
+        return f"{self.archive}:{self.members[index]}"
+
+    def stats(self) -> list[SampleStat]:
+        """Each member's size and checksum, from the central directory (nothing read)."""
+        return [(size, f"crc {crc:08x}") for size, crc in zip(self.sizes, self.crcs, strict=True)]
+
+    def _read(self, name: str) -> Blob:
+        member = name[len(self.archive) + 1 :]
+        try:
+            return np.frombuffer(self._handle().read(member), dtype=np.uint8)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, KeyError) as exc:
+            return DataError(f"{name}: unreadable in the archive ({exc}); repack or remove it")
+
+    def _handle(self) -> zipfile.ZipFile:
+        """This thread's open archive (a ``ZipFile`` seeks a shared file: one per thread)."""
+        local = self.__dict__.get("_local")
+        if local is None:
+            local = threading.local()
+            self.__dict__["_local"] = local  # a per-process cache, not part of the value
+        handle: zipfile.ZipFile | None = getattr(local, "handle", None)
+        if handle is None:
+            handle = local.handle = zipfile.ZipFile(self.archive)
+        return handle
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+def open_zip(data: ZipData, split: str) -> ZipSource:
+    """A split of a zip archive: its top level, or its ``train_dir``/``val_dir`` folder."""
+    if not data.root:
+        raise ConfigError("data.root is not set: pass data.root=/path/to/images.zip")
+    archive = str(Path(data.root).expanduser().resolve())
+    folder = (data.train_dir if split == "train" else data.val_dir) or ""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+    except FileNotFoundError:
+        raise DataError(f"data root {data.root} does not exist; set data.root to a .zip") from None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataError(f"{data.root}: not a readable zip archive ({exc}); check it") from None
+    return _listing(archive, folder.strip("/"), infos, data)
+
+
+def _listing(archive: str, folder: str, infos: list[zipfile.ZipInfo], data: ZipData) -> ZipSource:
+    """The split's samples in ImageFolder order, files it cannot use judged by on_error."""
+    prefix = f"{folder}/" if folder else ""
+    by_class: dict[str, list[zipfile.ZipInfo]] = {}
+    for info in infos:
+        name = info.filename
+        if info.is_dir() or not name.startswith(prefix):
+            continue
+        parts = name[len(prefix) :].split("/")
+        if len(parts) >= 2 and parts[0] not in NOT_DATA:  # a file beside the classes: ignored
+            by_class.setdefault(parts[0], []).append(info)
+    where = f"{archive}:{folder}" if folder else archive
+    if not by_class:
+        raise DataError(
+            f"{where} has no class folders; expected <class>/<image>.jpg inside it "
+            "(set data.train_dir / data.val_dir to the folder that holds them)"
+        )
+    from dali_pipes.data.sources import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
+
+    excluded = read_manifest(data.exclude) if data.exclude else {}
+    policy = OnError(data.on_error)
+    classes = sorted(by_class)
+    kept: list[tuple[zipfile.ZipInfo, int]] = []
+    rejected: list[tuple[str, str]] = []
+
+    def reject(name: str, reason: str) -> None:
+        policy.judge(
+            name, DataError(f"{name}: {reason}"), lambda _, __: rejected.append((name, reason))
+        )
+
+    for label, cls in enumerate(classes):
+        members = sorted(by_class[cls], key=lambda i: posixpath.split(i.filename))
+        before = len(kept), len(rejected)
+        for info in members:
+            name = f"{archive}:{info.filename}"
+            ext = os.path.splitext(info.filename)[1].lower()
+            if ext in UNSUPPORTED_EXTENSIONS:
+                reject(name, f"{ext} images are not supported; convert it to JPEG or PNG")
+            elif ext in IMAGE_EXTENSIONS and name in excluded:
+                rejected.append((name, f"in the scan manifest: {excluded[name]}"))
+            elif ext in IMAGE_EXTENSIONS:
+                kept.append((info, label))
+        if len(kept) == before[0]:
+            _empty_class(f"{archive}:{prefix}{cls}", policy, manifested=len(rejected) > before[1])
+    return ZipSource(
+        archive=archive,
+        members=tuple(info.filename for info, _ in kept),
+        labels=np.asarray([label for _, label in kept], dtype=np.int64),
+        classes=tuple(classes),
+        folder=folder,
+        sizes=tuple(info.file_size for info, _ in kept),
+        crcs=tuple(info.CRC for info, _ in kept),
+        rejected=tuple(rejected),
+        read_timeout=data.read_timeout,
+    )
+
+
+def _empty_class(folder: str, policy: OnError, *, manifested: bool) -> None:
+    """A class folder without a usable image: an error under ``raise`` (as for a folder on
+    disk), else a warning; the class keeps its label either way."""
+    message = f"class folder {folder} has no usable images; add images or remove the folder"
+    if not policy.tolerates and not manifested:
+        raise DataError(message)
+    log.warning("%s (class kept, with no samples)", message)
