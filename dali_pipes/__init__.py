@@ -1,7 +1,9 @@
 """dali_pipes: GPU-fed image pipelines (NVIDIA DALI) behind a torch DataLoader contract.
 
 ``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
-``DALIIterator(root, ...)`` is the DALI loader with plain keyword arguments. A user's own
+``DALIIterator(data, ...)`` is the DALI loader with plain keyword arguments, over a folder, a
+zip archive, a data spec (``FolderData``, ``ParquetData``, ``ShardData``, ``ZipData``), a
+torchvision ``ImageFolder``, a Hugging Face dataset or a :class:`Source`. A user's own
 op, data source (the :class:`Source` interface) or backend is registered by name with
 ``register_op``, ``register_source`` or ``register_backend`` (:mod:`dali_pipes.registry`).
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from dali_pipes.config.loaders import build_loader
     from dali_pipes.data.interface import Source
     from dali_pipes.data.registry import register_source
+    from dali_pipes.data.specs import FolderData, ParquetData, ShardData
+    from dali_pipes.data.zip_archive import ZipData
     from dali_pipes.iterator import DALIIterator
 
 __version__ = "0.1.0"
@@ -44,6 +48,10 @@ LEGACY_MODULES = {
 
 _LAZY = {
     "DALIIterator": "dali_pipes.iterator",
+    "FolderData": "dali_pipes.data.specs",
+    "ParquetData": "dali_pipes.data.specs",
+    "ShardData": "dali_pipes.data.specs",
+    "ZipData": "dali_pipes.data.zip_archive",
     "build_loader": "dali_pipes.config.loaders",
     "compose_config": "dali_pipes.config.compose",
     "Loader": "dali_pipes.backends.base",
@@ -72,8 +80,12 @@ __all__ = [
     "DaliPipesError",
     "DataError",
     "DeviceError",
+    "FolderData",
     "Loader",
+    "ParquetData",
+    "ShardData",
     "Source",
+    "ZipData",
     "build_loader",
     "compose_config",
     "register_backend",

@@ -3,6 +3,11 @@
 Drop it in where a ``torch.utils.data.DataLoader`` was::
 
     loader = DALIIterator("/data/imagenet/train", batch_size=256, train=True)
+
+It takes data as ``DataLoader`` takes a dataset: a folder, a ``.zip`` of one or an ``s3://``
+URL, a data spec (``ParquetData(root=...)``, ``ShardData(root=...)``, a registered one), a
+torchvision ``ImageFolder``, a Hugging Face ``datasets.Dataset`` or any object with the
+``Source`` interface (:mod:`dali_pipes.data.given` opens each).
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for images, labels in loader:
@@ -23,7 +28,6 @@ defaults (they are read from the same dataclasses and presets), and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,19 +39,23 @@ from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import augment_preset
 from dali_pipes.config.specs import loader_spec
-from dali_pipes.data.image_folder import folder_dataset_source, is_folder_dataset
-from dali_pipes.data.sources import ImageSource, discover_folder
+from dali_pipes.data.given import open_data
+from dali_pipes.data.image_folder import is_folder_dataset
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.distributed import ranks
 
 
 class DALIIterator(DaliLoader):
-    """A DALI loader over an ImageFolder tree with the DataLoader batch contract.
+    """A DALI loader over any image data with the DataLoader batch contract.
 
     Args:
-        root: a folder of ``<class>/<image>`` folders, or a torchvision ``ImageFolder``
-            (its samples in its order, its classes, and its ``transform`` as ``augment``).
+        data: a folder of ``<class>/<image>`` folders (local, a ``.zip`` archive of one, or
+            ``s3://``); a data spec (``FolderData``, ``ParquetData``, ``ShardData``,
+            ``ZipData``, a registered one), which opens the split ``train`` asks for; a
+            torchvision ``ImageFolder`` (its samples in its order, its classes, and its
+            ``transform`` as ``augment``); a Hugging Face ``datasets.Dataset`` with an image
+            and a label column; or an object with the ``Source`` interface.
         batch_size: samples per batch on this process.
         train: the training split of ``augment``, shuffled; False: the evaluation split
             (resize the shorter side to ``resize_size``, centre-crop ``image_size``), in order.
@@ -69,6 +77,8 @@ class DALIIterator(DaliLoader):
             ``skip`` (a substitute takes a bad file's slot) or ``drop`` (left out), the
             header size limit, a manifest of files to leave out
             (``python -m dali_pipes.scan``), the seconds one file's read may take.
+            With a data spec, ``batch_size``, ``drop_last`` and these left at their
+            defaults take the spec's values.
         rank, world_size: default to torchrun's.
 
     Returns:
@@ -80,7 +90,7 @@ class DALIIterator(DaliLoader):
 
     def __init__(
         self,
-        root: str | os.PathLike[str] | Any,
+        data: Any,
         *,
         batch_size: int = DataSpec.batch_size,
         train: bool = True,
@@ -108,34 +118,32 @@ class DALIIterator(DaliLoader):
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
+        keys = {"batch_size": batch_size, "drop_last": drop_last, "on_error": on_error}
+        keys |= {"max_pixels": max_pixels, "exclude": exclude, "read_timeout": read_timeout}
+        opened = open_data(data, "train" if train else "val", **keys)
+        crop = {"image_size": image_size, "resize_size": resize_size, "scale": scale}
+        output = {"mean": mean, "std": std, "dtype": dtype, "channels_last": channels_last}
         super().__init__(
             LoaderSpec(
-                source=_folder(root, batch_size, on_error, max_pixels, exclude, read_timeout),
+                source=opened.source,
                 train=train,
-                batch_size=batch_size,
+                batch_size=opened.data.batch_size,
                 augment=augment_spec(
-                    _dataset_transform(root, augment),
-                    image_size=image_size,
-                    resize_size=resize_size,
-                    scale=scale,
+                    _dataset_transform(data, augment),
                     ratio=ratio,
                     flip_prob=flip_prob,
-                    mean=mean,
-                    std=std,
-                    dtype=dtype,
-                    channels_last=channels_last,
+                    **crop,
+                    **output,
                 ),
-                sampling=_sampling(
-                    train if shuffle is None else shuffle, drop_last, seed, rank, world_size
-                ),
+                sampling=_sampling(train, shuffle, opened.data.drop_last, seed, rank, world_size),
                 backend=DaliBackend(
                     device=device,
                     num_threads=num_threads,
                     prefetch_queue_depth=prefetch_queue_depth,
                     hw_decoder_load=hw_decoder_load,
                 ),
-                on_error=on_error,
-                max_pixels=max_pixels,
+                on_error=opened.data.on_error,
+                max_pixels=opened.data.max_pixels,
             )
         )
 
@@ -233,34 +241,20 @@ def _dataset_transform(root: Any, augment: Any) -> Any:
 
 
 def _sampling(
-    shuffle: bool, drop_last: bool, seed: int, rank: int | None, world_size: int | None
+    train: bool,
+    shuffle: bool | None,
+    drop_last: bool,
+    seed: int,
+    rank: int | None,
+    world_size: int | None,
 ) -> SamplingSpec:
-    """The sampling of this process: rank and world size default to torchrun's."""
+    """The sampling of this process (``shuffle`` None: ``train``'s); rank and world size
+    default to torchrun's."""
     where = ranks()
     return SamplingSpec(
         seed=seed,
-        shuffle=shuffle,
+        shuffle=train if shuffle is None else shuffle,
         drop_last=drop_last,
         rank=where.rank if rank is None else rank,
         world_size=where.world_size if world_size is None else world_size,
     )
-
-
-def _folder(
-    root: str | os.PathLike[str] | Any,
-    batch_size: int,
-    on_error: str,
-    max_pixels: int,
-    exclude: str | None,
-    read_timeout: float,
-) -> ImageSource:
-    """The folder's samples (or an ImageFolder's), the data arguments validated as the
-    config's ``data.*`` are."""
-    DataSpec(
-        batch_size=batch_size, on_error=on_error, max_pixels=max_pixels, read_timeout=read_timeout
-    )
-    if is_folder_dataset(root):
-        return folder_dataset_source(
-            root, on_error=on_error, exclude=exclude, read_timeout=read_timeout
-        )
-    return discover_folder(root, on_error=on_error, exclude=exclude, read_timeout=read_timeout)

@@ -161,13 +161,19 @@ class Ran:
     seconds: float
 
 
-def environment() -> dict[str, str]:
+def environment(folder: Path | None = None) -> dict[str, str]:
     """The reader's shell: this interpreter's folder first on PATH, unbuffered output (so
-    stdout and stderr interleave as on a terminal), no colour."""
+    stdout and stderr interleave as on a terminal), no colour, no progress bars; with
+    ``folder``, the Hugging Face cache in it and no request to the Hub (a page writes nothing
+    outside its folder)."""
     env = dict(os.environ)
+    if folder is not None:
+        env["HF_HOME"] = str(folder / ".cache" / "huggingface")
+        env["HF_HUB_OFFLINE"] = "1"
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"
     env["NO_COLOR"] = "1"
+    env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_CURRENT_TEST", None)
     return env
@@ -183,7 +189,7 @@ def run_blocks(found: list[Block], folder: Path, timeout: float = 600) -> list[R
     """Run a page's blocks (:func:`run_page`), read once by the caller."""
     import time
 
-    env = environment()
+    env = environment(folder)
     ran = []
     for block in found:
         if block.file:

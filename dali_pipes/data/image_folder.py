@@ -20,7 +20,7 @@ import numpy as np
 
 from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.sources import IMAGE_EXTENSIONS, ImageSource
-from dali_pipes.data.specs import TOLERATE
+from dali_pipes.data.specs import TOLERATE, DataSpec
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
 
@@ -32,6 +32,16 @@ def is_folder_dataset(obj: Any) -> bool:
     torchvision exists only once torchvision is imported (importing it takes seconds)."""
     folder = sys.modules.get("torchvision.datasets.folder")
     return folder is not None and isinstance(obj, folder.DatasetFolder)
+
+
+def adapt(obj: Any, data: DataSpec) -> ImageSource | None:
+    """The source of a torchvision ``DatasetFolder`` with ``data``'s bad-file settings; None
+    for anything else (``DALIIterator``'s adapter, :mod:`dali_pipes.data.given`)."""
+    if not is_folder_dataset(obj):
+        return None
+    return folder_dataset_source(
+        obj, on_error=data.on_error, exclude=data.exclude, read_timeout=data.read_timeout
+    )
 
 
 def check_dataset(dataset: Any) -> None:

@@ -48,6 +48,13 @@ class DataSpec:
     cache: str | None = None
     read_timeout: float = DEFAULT_READ_TIMEOUT
 
+    @classmethod
+    def from_path(cls, path: str) -> DataSpec | None:
+        """The data of this kind a path names (``DALIIterator(path)``), or None when this
+        kind does not claim it (a zip archive claims ``*.zip``). None here: a path no
+        kind claims is an image folder."""
+        return None
+
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
         require(self.cache in CACHES, "data.cache", self.cache, "choose null, ram or gpu")

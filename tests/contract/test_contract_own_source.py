@@ -6,7 +6,8 @@ The page's example is loaded as written (its code block run as a module, so it r
 lists the tree's images in ImageFolder order: where they compose ``data=folder
 data.root=TREE`` they get ``data=csv data.file=TREE.csv``. The reference they compare
 with is unchanged (torchvision's ImageFolder + DistributedSampler + DataLoader), so the
-batches being what the contract says proves the example keeps it, on every backend.
+batches being what the contract says proves the example keeps it, on every backend. Last,
+the example's source object given to ``DALIIterator`` itself (no config) reads as the folder.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from typing import Any
 
 import pytest
 import test_contract as contract
+import torch
 from conftest import BUNDLED_PHOTOS, REPO, gpu
 from omegaconf import DictConfig
 from torchvision.datasets import ImageFolder
 
-from dali_pipes import compose_config
+from dali_pipes import DALIIterator, compose_config
 
 PAGE = REPO / "docs" / "how-to" / "own-source.md"
 KINDS = ["torch", "dali-cpu", "synthetic", pytest.param("dali-gpu", marks=gpu)]
@@ -161,3 +163,18 @@ def test_the_loaders_read_the_example_source_itself(
     with contract.make("torch", identity_tree) as loader:
         assert isinstance(loader.spec.source, example.CsvSource)
         assert loader.dataset.samples[0][0].endswith("ant/img_00.jpg")
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_the_example_source_given_to_daliiterator_reads_as_the_folder_does(
+    example: types.ModuleType, identity_tree: Path, tmp_path: Path, train: bool
+) -> None:
+    """No config: the page's source object itself, as a ``DataLoader`` takes a dataset."""
+    source = example.CsvSource(listing(identity_tree, tmp_path), read_timeout=60)
+    batches = []
+    for data in (source, str(identity_tree)):
+        with DALIIterator(data, batch_size=4, device="cpu", augment="small", train=train) as it:
+            it.set_epoch(1)
+            batches.append([(x.clone(), y.clone()) for x, y in it])
+    for (x, y), (x0, y0) in zip(*batches, strict=True):
+        assert torch.equal(y, y0) and torch.equal(x, x0)
