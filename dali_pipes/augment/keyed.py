@@ -4,7 +4,7 @@ This is the one source of randomness for augmentation in every backend. A sample
 do not depend on the batch it lands in, the world size, the number of workers or what ran
 before, so ``set_epoch`` is reproducible, a resumed epoch replays exactly and all backends
 receive the same numbers. "Sample" is the sample's identity
-(:meth:`dali_pipes.data.sources.ImageSource.identity`: its file's index in the folder), not its
+(:meth:`dali_pipes.data.sources.FolderSource.identity`: its file's index in the folder), not its
 position in the dataset, so a packed copy of a folder draws the same numbers as the folder.
 
 A pipeline hands each op its own run of counters (the crop takes the first ones, the next

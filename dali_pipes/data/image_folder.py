@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.data.manifest import read_manifest
-from dali_pipes.data.sources import IMAGE_EXTENSIONS, ImageSource
+from dali_pipes.data.sources import IMAGE_EXTENSIONS, FolderSource
 from dali_pipes.data.specs import TOLERATE, DataSpec
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
@@ -34,7 +34,7 @@ def is_folder_dataset(obj: Any) -> bool:
     return folder is not None and isinstance(obj, folder.DatasetFolder)
 
 
-def adapt(obj: Any, data: DataSpec) -> ImageSource | None:
+def adapt(obj: Any, data: DataSpec) -> FolderSource | None:
     """The source of a torchvision ``DatasetFolder`` with ``data``'s bad-file settings; None
     for anything else (``DALIIterator``'s adapter, :mod:`dali_pipes.data.given`)."""
     if not is_folder_dataset(obj):
@@ -73,7 +73,7 @@ def folder_dataset_source(
     on_error: str = "raise",
     exclude: str | None = None,
     read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-) -> ImageSource:
+) -> FolderSource:
     """``dataset``'s samples, in its order, with its labels and classes; a file of a format
     the backends do not decode fails here, or under ``on_error=skip|drop`` is left out
     (``rejected``), as are the files of an ``exclude`` manifest."""
@@ -94,7 +94,7 @@ def folder_dataset_source(
         else:
             files.append(path)
             labels.append(int(label))
-    return ImageSource(
+    return FolderSource(
         root=str(dataset.root),
         files=tuple(files),
         labels=np.asarray(labels, dtype=np.int64),

@@ -14,7 +14,7 @@ packing the same files with the same settings gives byte-identical shards.
 
 A sample's key is its identity: the index of its file in the folder's ``ImageFolder``
 order (``s000000042`` = file 42; :func:`sample_key`, :func:`key_identity`). Augmentation
-is drawn from the identity (:meth:`dali_pipes.data.sources.ImageSource.identity`), so a photo
+is drawn from the identity (:meth:`dali_pipes.data.sources.ShardSource.identity`), so a photo
 gets the same crop and flip from its shard as from the folder, wherever packing put it.
 
 ``OUT`` is a folder or a bucket prefix (``s3://bucket/prefix``): every file is written

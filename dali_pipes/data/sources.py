@@ -3,10 +3,10 @@ split, and how each is opened from its ``data.*`` config.
 
 Folder discovery reproduces torchvision's ``ImageFolder`` exactly (sorted class folders,
 sorted ``os.walk`` order, case-insensitive extensions), so class indices and sample order
-are the ones a user of ``ImageFolder`` already has. Every backend reads an
-:class:`ImageSource` through the source interface (:mod:`dali_pipes.data.interface`); a
-synthetic source has labels but no files. The openers are registered in
-:mod:`dali_pipes.data.registry`.
+are the ones a user of ``ImageFolder`` already has. Every backend reads a
+:class:`FolderSource` or a :class:`ShardSource` through the source interface
+(:mod:`dali_pipes.data.interface`); a synthetic source has labels but no files. The
+openers are registered in :mod:`dali_pipes.data.registry`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import stat
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from dali_pipes.data.specs import (
     ShardData,
     SyntheticData,
 )
-from dali_pipes.data.storage import is_url, join, storage_for
+from dali_pipes.data.storage import Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
@@ -43,18 +44,26 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 #: Formats ImageFolder would list but torchvision.io cannot decode.
 UNSUPPORTED_EXTENSIONS = (".bmp", ".ppm", ".pgm", ".tif", ".tiff")
 
-__all__ = ["SPLITS", "ImageSource", "Labelled", "Source", "SyntheticSource", "open_source"]
+__all__ = [
+    "SPLITS",
+    "FolderSource",
+    "ImageSource",
+    "Labelled",
+    "ShardSource",
+    "Source",
+    "SyntheticSource",
+    "open_source",
+]
 
 
 @dataclass(frozen=True, eq=False)
-class ImageSource:
-    """Encoded images of one split with ImageFolder labels: files, or samples in shards.
+class FolderSource:
+    """The image files of one split of a folder (local or in a bucket), ImageFolder labels.
 
-    ``files`` names every sample (a path, or ``shard.tar:member`` for a packed dataset);
-    :meth:`read` returns their bytes either way. A sample's augmentation is keyed by
-    :meth:`identity`, the same for a file and for its packed copy. Besides the
-    :class:`~dali_pipes.data.interface.Source` interface it offers the ``rejected``,
-    ``layout``, ``local_paths`` (a folder), ``blocks`` (packed) and ``stats`` capabilities.
+    Besides the :class:`~dali_pipes.data.interface.Source` interface it offers the
+    ``rejected``, ``local_paths`` (local files) and ``stats`` capabilities. A sample's
+    augmentation is keyed by its index, the same as its packed copy's
+    (:meth:`ShardSource.identity`).
     """
 
     root: str
@@ -63,64 +72,39 @@ class ImageSource:
     classes: tuple[str, ...]
     #: Files left out at discovery, with the reason (unsupported format, scan manifest).
     rejected: tuple[tuple[str, str], ...] = ()
-    #: Where the samples of a packed dataset are (None: one file per sample).
-    layout: ShardLayout | None = field(default=None, repr=False)
     #: Seconds a file's read may take before it is a bad file (``data.read_timeout``).
     read_timeout: float | None = DEFAULT_READ_TIMEOUT
-
-    def __post_init__(self) -> None:
-        storage = storage_for(self.root, self.read_timeout)
-        reader = ShardReader(self.layout, storage) if self.layout is not None else None
-        object.__setattr__(self, "_reader", reader)
-        object.__setattr__(self, "_storage", storage)
 
     def __len__(self) -> int:
         return len(self.files)
 
+    @cached_property
+    def storage(self) -> Storage:
+        """Where the files are read from: the local disk or the bucket of ``root``."""
+        return storage_for(self.root, self.read_timeout)
+
     def read(self, indices: Indices) -> list[Blob]:
-        """Each sample's encoded bytes, or the error naming it (raised later, or skipped);
-        every read within ``read_timeout`` (:mod:`dali_pipes.image.reads`)."""
-        reader: ShardReader | None = self._reader  # type: ignore[attr-defined]
-        if reader is None:
-            paths = [self.files[int(i)] for i in indices]
-            return self._storage.read_many(paths, self.read_timeout)  # type: ignore[attr-defined]
-
-        def batch(_: str) -> list[np.ndarray | DataError]:
-            # A sample or shard that cannot be read comes back as its error (a bad file);
-            # a store that fails for good (the server gone past the retries, credentials
-            # refused) raises, and the run stops with that line, as for a folder.
-            return list(reader.read(indices))
-
-        # One deadline for the batch's reads (neighbouring samples are read in one call).
-        [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)
-        return [blobs] * len(indices) if isinstance(blobs, DataError) else blobs
+        """Each file's bytes, or the error naming it (raised later, or skipped); every read
+        within ``read_timeout`` (:mod:`dali_pipes.image.reads`)."""
+        return self.storage.read_many([self.files[int(i)] for i in indices], self.read_timeout)
 
     def identity(self, indices: Indices) -> np.ndarray:
         """What each sample's random augmentation is drawn from (with seed and epoch): the
-        index of its file in the folder's ImageFolder order. For a folder that is the
-        sample's index here; a packed sample carries it in its key (the packing shuffled
-        the samples), so a photo gets the same crop and flip from its shard as from the
-        folder it was packed from."""
-        idx = np.asarray(indices, dtype=np.int64)
-        ids = None if self.layout is None else self.layout.ids
-        return idx if ids is None else ids[idx]
+        index of its file in the folder's ImageFolder order."""
+        return np.asarray(indices, dtype=np.int64)
 
     def name(self, index: int) -> str:
-        """The sample's path (``shard.tar:member`` for a packed one)."""
+        """The file's path."""
         return self.files[index]
 
     def local_paths(self) -> tuple[str, ...] | None:
-        """The files, when they are local files (not packed, not in a bucket)."""
-        return None if self.layout is not None or is_url(self.root) else self.files
-
-    def blocks(self) -> Blocks | None:
-        """A packed split's shards (its samples are read shard by shard); None for files."""
-        return self.layout
+        """The files, when they are local files (not in a bucket)."""
+        return None if is_url(self.root) else self.files
 
     def stats(self) -> list[SampleStat]:
         """Size and version of each file (one listing per folder of a bucket), or one line
         naming a file that went away since it was listed."""
-        stats = self._storage.stat(self.files)  # type: ignore[attr-defined]
+        stats = self.storage.stat(self.files)
         for path, st in zip(self.files, stats, strict=True):
             if st is None:
                 raise DataError(f"{path}: gone since the folder was listed; rerun the pack")
@@ -130,6 +114,71 @@ class ImageSource:
     def num_classes(self) -> int:
         """How many classes the labels range over."""
         return len(self.classes)
+
+
+@dataclass(frozen=True, eq=False)
+class ShardSource:
+    """One split of a dataset packed by ``pack``: samples in tar shards, read shard by shard.
+
+    ``files`` names every sample ``shard.tar:member``. Besides the
+    :class:`~dali_pipes.data.interface.Source` interface it offers the ``blocks`` (the
+    shards, which the sampler visits in turn) and ``layout`` capabilities (DALI's own
+    webdataset reader reads shards on a local disk).
+    """
+
+    root: str
+    files: tuple[str, ...]
+    labels: np.ndarray = field(repr=False)  # int64, one per sample
+    classes: tuple[str, ...]
+    #: Where each sample is in which shard, and its folder index.
+    layout: ShardLayout = field(repr=False)
+    read_timeout: float | None = DEFAULT_READ_TIMEOUT
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @cached_property
+    def reader(self) -> ShardReader:
+        """The shard reader of this process (its blocks cached for the sampler's window)."""
+        return ShardReader(self.layout, storage_for(self.root, self.read_timeout))
+
+    def read(self, indices: Indices) -> list[Blob]:
+        """Each sample's bytes, or the error naming it; the batch's reads (neighbouring
+        samples in one call) within one ``read_timeout``."""
+
+        def batch(_: str) -> list[np.ndarray | DataError]:
+            # A sample or shard that cannot be read comes back as its error (a bad file);
+            # a store that fails for good (the server gone past the retries, credentials
+            # refused) raises, and the run stops with that line, as for a folder.
+            return list(self.reader.read(indices))
+
+        [blobs] = read_all(batch, [self.files[int(indices[0])]], self.read_timeout)
+        return [blobs] * len(indices) if isinstance(blobs, DataError) else blobs
+
+    def identity(self, indices: Indices) -> np.ndarray:
+        """The index of each sample's file in the folder it was packed from (the packing
+        shuffled the samples; the key keeps it), so a photo gets the same crop and flip from
+        its shard as from the folder."""
+        idx = np.asarray(indices, dtype=np.int64)
+        ids = self.layout.ids  # None in a pack written before keys carried it: the index
+        return idx if ids is None else ids[idx]
+
+    def name(self, index: int) -> str:
+        """``shard.tar:member``."""
+        return self.files[index]
+
+    def blocks(self) -> Blocks:
+        """The shards: the sampler reads a split shard by shard."""
+        return self.layout
+
+    @property
+    def num_classes(self) -> int:
+        """How many classes the labels range over."""
+        return len(self.classes)
+
+
+#: A split of encoded images listed by this module: a folder's files or a pack's samples.
+ImageSource = FolderSource | ShardSource
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +208,7 @@ def discover_folder(
     on_error: str = "raise",
     exclude: str | None = None,
     read_timeout: float | None = DEFAULT_READ_TIMEOUT,
-) -> ImageSource:
+) -> FolderSource:
     """List ``root/<class>/**/<image>`` like ``torchvision.datasets.ImageFolder``.
 
     Files of a format the backends cannot decode, and names with an image extension that
@@ -189,7 +238,7 @@ def discover_folder(
             log.warning("%s (class %d kept, with no samples)", message, index)
     if listing.ignored:
         log.info("%s: ignored %d files without an image extension", top, listing.ignored)
-    return ImageSource(
+    return FolderSource(
         root=top,
         files=tuple(listing.files),
         labels=np.asarray(listing.labels, dtype=np.int64),
@@ -362,7 +411,7 @@ def _class_folders(top: Path) -> list[str]:
     return classes
 
 
-def open_folder(data: FolderData, split: str) -> ImageSource:
+def open_folder(data: FolderData, split: str) -> FolderSource:
     """A split of an image folder: ``root``, or its ``train_dir``/``val_dir`` subfolder."""
     if not data.root:
         raise ConfigError("data.root is not set: pass data.root=/path/to/images")
@@ -375,7 +424,7 @@ def open_folder(data: FolderData, split: str) -> ImageSource:
     )
 
 
-def open_sample(data: SampleData, split: str) -> ImageSource:
+def open_sample(data: SampleData, split: str) -> FolderSource:
     """A split of the embedded sample dataset, generated on first use."""
     from dali_pipes.data.sample_set import ensure_sample_dataset
 
@@ -388,14 +437,14 @@ def open_sample(data: SampleData, split: str) -> ImageSource:
     )
 
 
-def open_shards(data: ShardData, split: str) -> ImageSource:
+def open_shards(data: ShardData, split: str) -> ShardSource:
     """A split of a dataset packed by ``python -m dali_pipes.pack``."""
     if not data.root:
         raise ConfigError("data.root is not set: pass data.root=/path/to/shards")
     names, labels, classes, layout = open_split(
         data.root, split, data.shuffle_buffer, data.block_mb
     )
-    return ImageSource(
+    return ShardSource(
         root=data.root if is_url(data.root) else str(Path(data.root).expanduser()),
         files=tuple(names),
         labels=labels,

@@ -1,6 +1,6 @@
 """Where a dataset's files are: the local file system or an S3-compatible bucket.
 
-An :class:`~dali_pipes.data.sources.ImageSource` names its files by path or by
+A :class:`~dali_pipes.data.sources.FolderSource` names its files by path or by
 ``s3://bucket/key`` URL and reads them through the :class:`Storage` its root selects
 (:func:`storage_for`), so the loaders never branch on where the data is: a bucket gives
 the same files, in the same order, as a local copy, and every read keeps the

@@ -25,7 +25,7 @@ from dali_pipes.backends.specs import BackendSpec, DaliBackend, LoaderSpec, Torc
 from dali_pipes.config.schemas import BenchSpec, PackSpec
 from dali_pipes.config.specs import to_spec
 from dali_pipes.data.interface import Source, local_paths_of
-from dali_pipes.data.sources import ImageSource, open_shards
+from dali_pipes.data.sources import ShardSource, open_shards
 from dali_pipes.data.specs import ShardData
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import local_gpu
@@ -89,7 +89,6 @@ class BenchRun:
         """A loader over the same data packed into shards (packed first if absent)."""
         shards = packed(self.cfg, self.bench.shards)
         result = self.loader(name, backend, source=shards)
-        assert shards.layout is not None
         count = len(shards.layout.tars)
         result.note = f"{count} shard{'s' if count != 1 else ''} in {self.bench.shards}"
         return result
@@ -333,7 +332,7 @@ def decode_ceiling(paths: tuple[str, ...], cores: int, images: int, repeats: int
     return result
 
 
-def packed(cfg: DictConfig, where: str) -> ImageSource:
+def packed(cfg: DictConfig, where: str) -> ShardSource:
     """The train split of the bench's data, packed at ``where`` (packed now if absent)."""
     from dali_pipes.data.shards import MANIFEST
     from dali_pipes.tools.pack import run_pack

@@ -24,7 +24,7 @@ from dali_pipes import ConfigError, DataError, build_loader, compose_config
 from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data.manifest import read_manifest
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.sources import FolderSource
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.image.headers import image_size
 from dali_pipes.tools.measurement import gpu_used_bytes, host_memory_bytes
@@ -183,7 +183,7 @@ def test_every_corner_file_goes_through_both_backends_with_drop(
             assert images.shape[1:] == (3, 32, 32) and torch.isfinite(images.float()).all()
             assert len(images) == len(labels)
             seen += len(labels)
-    assert isinstance(loader.spec.source, ImageSource)
+    assert isinstance(loader.spec.source, FolderSource)
     files = len(loader.spec.source.files)
     assert seen + loader.skipped == files, "every listed file is either yielded or skipped"
     assert loader.skipped == len(loader.bad_files) > 100
@@ -223,7 +223,7 @@ def test_the_gpu_decoder_skips_every_corner_file_it_cannot_decode_and_stays_usab
             (into := root / f"corner_{path.parent.name}").mkdir(exist_ok=True)
             shutil.copy(path, into / path.name)
     loader = build_loader(cfg_for(root, "dali-gpu", "data.on_error=skip"), "train")
-    assert isinstance(loader.spec.source, ImageSource)
+    assert isinstance(loader.spec.source, FolderSource)
     files, classes = loader.spec.source.files, loader.spec.source.classes
     good = sum(1 for f in files if not Path(f).parent.name.startswith("corner_"))
     with deadline(600):
@@ -294,7 +294,7 @@ def test_a_file_deleted_mid_epoch_is_handled_like_a_decode_error(
     loader = build_loader(
         cfg_for(root, backend, f"data.on_error={on_error}", "data.batch_size=1"), "val"
     )
-    assert isinstance(loader.spec.source, ImageSource)
+    assert isinstance(loader.spec.source, FolderSource)
     victim = loader.spec.source.files[-1]
     batches = iter(loader)
     first = next(batches)

@@ -17,7 +17,7 @@ from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.specs import BackendSpec
 from dali_pipes.config.compose import config_dir, load_saved_config
 from dali_pipes.config.specs import loader_spec, to_spec
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import DataSpec, SyntheticData
 
 ROOT = REPO
@@ -62,7 +62,7 @@ def test_imagenet_config_reads_train_and_val_subfolders(tmp_path: Path) -> None:
     assert cfg.augment.train.crop.size == 224 and cfg.data.batch_size == 256
     for split in ("train", "val"):
         source = loader_spec(cfg, split).source
-        assert isinstance(source, ImageSource)
+        assert isinstance(source, FolderSource)
         assert source.files[0].endswith(f"{split}/n01/a.JPEG")
 
 
@@ -76,7 +76,9 @@ def test_dali_iterator_keyword_defaults_equal_the_config_defaults(identity_tree:
     assert asdict(from_kwargs.backend) == asdict(from_cfg.backend)
     assert asdict(from_kwargs.sampling) == asdict(from_cfg.sampling)
     assert from_kwargs.batch_size == from_cfg.batch_size
-    assert isinstance(from_kwargs.source, ImageSource) and isinstance(from_cfg.source, ImageSource)
+    assert isinstance(from_kwargs.source, FolderSource) and isinstance(
+        from_cfg.source, FolderSource
+    )
     assert from_kwargs.source.files == from_cfg.source.files
 
 

@@ -11,7 +11,7 @@ import pytest
 from dali_pipes import ConfigError
 from dali_pipes.data.given import open_data, spec_for_path
 from dali_pipes.data.registry import SOURCES, register_source
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import DataSpec, FolderData, ParquetData
 from dali_pipes.data.zip_archive import ZipData
 
@@ -55,7 +55,7 @@ def test_a_keyword_left_at_its_default_takes_the_specs_value(identity_tree: Path
     spec = FolderData(root=str(identity_tree), batch_size=8, on_error="skip")
     opened = open_data(spec, "train", **DEFAULTS)
     assert (opened.data.batch_size, opened.data.on_error) == (8, "skip")
-    assert isinstance(opened.source, ImageSource) and len(opened.source) == 17
+    assert isinstance(opened.source, FolderSource) and len(opened.source) == 17
 
 
 def test_a_keyword_given_fills_what_the_spec_leaves_at_its_default(identity_tree: Path) -> None:
@@ -78,7 +78,7 @@ def test_a_source_object_is_read_as_it_is_and_settled_keys_are_refused(
     source = open_data(str(identity_tree), "train", **DEFAULTS).source
     assert open_data(source, "train", **{**DEFAULTS, "on_error": "skip"}).source is source
     with pytest.raises(
-        ConfigError, match=r"^exclude given with a source object \(ImageSource\), which"
+        ConfigError, match=r"^exclude given with a source object \(FolderSource\), which"
     ):
         open_data(source, "train", **{**DEFAULTS, "exclude": "bad.csv"})
 

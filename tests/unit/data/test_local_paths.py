@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 from helpers.shards import pack
 
-from dali_pipes.data.sources import ImageSource, discover_folder, open_source
+from dali_pipes.data.interface import LocalFiles, local_paths_of
+from dali_pipes.data.sources import FolderSource, ShardSource, discover_folder, open_source
 from dali_pipes.data.specs import ShardData
 
 
@@ -21,12 +22,12 @@ def test_samples_packed_in_shards_have_no_paths_to_open(
 ) -> None:
     pack(identity_tree, tmp_path / "pack")
     source = open_source(ShardData(root=str(tmp_path / "pack")), "train")
-    assert isinstance(source, ImageSource) and source.layout is not None
-    assert source.local_paths() is None
+    assert isinstance(source, ShardSource) and not isinstance(source, LocalFiles)
+    assert local_paths_of(source) is None
 
 
 def test_objects_in_a_bucket_have_no_paths_to_open() -> None:
-    source = ImageSource(
+    source = FolderSource(
         root="s3://bucket/photos",
         files=("s3://bucket/photos/a/1.jpg",),
         labels=np.zeros(1, np.int64),

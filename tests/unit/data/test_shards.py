@@ -328,13 +328,13 @@ def test_a_shard_read_that_never_returns_is_a_bad_batch_named_with_the_deadline(
     import threading
 
     from dali_pipes.data import shard_reader
-    from dali_pipes.data.sources import ImageSource, open_source
+    from dali_pipes.data.sources import ShardSource, open_source
     from dali_pipes.data.specs import ShardData
 
     release = threading.Event()
     monkeypatch.setattr(shard_reader.ShardReader, "read", lambda self, indices: release.wait(60))
     source = open_source(ShardData(name="shards", root=str(packed), read_timeout=0.3), "train")
-    assert isinstance(source, ImageSource)
+    assert isinstance(source, ShardSource)
     try:
         start = time.monotonic()
         blobs = source.read([0, 1, 2])

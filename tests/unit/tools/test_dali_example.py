@@ -20,7 +20,7 @@ from dali_pipes import compose_config
 from dali_pipes.augment.spec import AugmentSpec, SplitAugment
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.specs import loader_spec
-from dali_pipes.data.sources import ImageSource
+from dali_pipes.data.sources import FolderSource
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.tools.bench import run_bench
 from dali_pipes.tools.dali_example import READER, ExampleLoader, example_pipeline
@@ -76,7 +76,7 @@ def test_peer_labels_are_the_image_folder_classes(photos: Path) -> None:
     (ImageFolder order), and one epoch reads every file once."""
     spec = _spec(photos)
     source = spec.source
-    assert isinstance(source, ImageSource)
+    assert isinstance(source, FolderSource)
     index = {path: k for k, path in enumerate(source.files)}
     pipe = example_pipeline(spec, OPTIONS, device_id=None)
     size = int(pipe.reader_meta(READER)["epoch_size"])
