@@ -18,7 +18,16 @@ from dali_pipes.data.sampling import RankSampler, StreamSampler, sampler_for
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
 
-__all__ = ["BadFiles", "Batch", "EpochPlan", "Images", "Loader", "each_view", "loader_devices"]
+__all__ = [
+    "BadFiles",
+    "Batch",
+    "EpochPlan",
+    "Images",
+    "Loader",
+    "each_view",
+    "loader_devices",
+    "views_of",
+]
 
 #: A batch's images: one ``[N, 3, H, W]`` tensor (``[N, 1, H, W]`` with
 #: ``augment.channels=1``, :func:`first_channel`), or for a split with views
@@ -28,6 +37,12 @@ Images = torch.Tensor | list[torch.Tensor]
 #: targets ``[N, num_classes]`` after mixup/cutmix); the images are :data:`Images`, typed
 #: ``Any`` so that a loop over a plain split's batches uses them as the tensor they are.
 Batch = tuple[Any, torch.Tensor]
+
+
+def views_of(images: Images) -> list[torch.Tensor]:
+    """A batch's images as a list of tensors: each view's, or the one of a plain split.
+    Where a batch with views is told from a plain one (with :func:`each_view`)."""
+    return images if isinstance(images, list) else [images]
 
 
 def each_view(fn: Callable[[torch.Tensor], torch.Tensor], images: Images) -> Images:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.base import Batch, Images, each_view
+from dali_pipes.backends.base import Batch, Images, each_view, views_of
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -128,7 +128,7 @@ class Handover:
             current = torch.cuda.current_stream(device)
             current.wait_stream(stream)
             images, labels = upcoming
-            for view in images if isinstance(images, list) else [images]:
+            for view in views_of(images):
                 view.record_stream(current)  # the caching allocator must not reuse them early
             labels.record_stream(current)
             upcoming = load()

@@ -27,6 +27,7 @@ from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_de
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.interface import images_of
+from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes, load_decoder
 from dali_pipes.runtime.distributed import cpu_share
@@ -66,17 +67,16 @@ class _Samples(Dataset[_Sample]):
         index, epoch, position = key
         failed: list[tuple[str, str]] = []
         # A bad sample's slot: a substitute (skip), or nothing.
-        filled: tuple[int, Images] | None = self.policy.fill(
+        filled: Filled[Images] | None = self.policy.fill(
             index,
             self._augmented(index, blob, epoch, failed),
-            (epoch, position, len(self.source)),
+            Slot(epoch, position, len(self.source)),
             lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
             self.source.name,
         )
-        image: Images | None = None
-        if filled is not None:
-            index, image = filled
-        return _Sample(image, int(self.labels[index]), tuple(failed))
+        if filled is None:
+            return _Sample(None, int(self.labels[index]), tuple(failed))
+        return _Sample(filled.found, int(self.labels[filled.index]), tuple(failed))
 
     def _augmented(
         self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]

@@ -77,11 +77,12 @@ def with_torchvision(node: DictConfig) -> DictConfig:
         return node
     from dali_pipes.augment.from_torchvision import from_config
 
-    splits, (mean, std, dtype, channels) = from_config(OmegaConf.to_container(given, resolve=True))
+    splits, out = from_config(OmegaConf.to_container(given, resolve=True))
     node = node.copy()
     for split, aug in splits.items():
         node[split].crop, node[split].ops, node[split].batch = aug.crop, aug.ops, aug.batch
-    node.mean, node.std, node.dtype, node.channels = list(mean), list(std), dtype, channels
+    node.mean, node.std = list(out.mean), list(out.std)
+    node.dtype, node.channels = out.dtype, out.channels
     node.torchvision = {"train": None, "val": None}
     return node
 

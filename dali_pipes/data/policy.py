@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from dali_pipes.data.specs import TOLERATE
-from dali_pipes.data.substitutes import first_good
+from dali_pipes.data.substitutes import Filled, Slot, first_good
 from dali_pipes.errors import DataError
 
 log = logging.getLogger("dali_pipes.data")
@@ -103,20 +103,18 @@ class OnError:
         self,
         index: int,
         found: T | None,
-        where: tuple[int, int, int],
+        slot: Slot,
         retry: Callable[[int], T | None],
         name: Callable[[int], str],
-    ) -> tuple[int, T] | None:
-        """What fills a slot of the epoch order whose sample ``index`` gave ``found`` (None:
-        bad, already judged): ``(index, found)``; for a bad one under ``skip`` the first
-        substitute ``retry`` accepts, drawn for ``where`` = (epoch, position in the epoch
-        order, samples in the split); under ``drop`` None."""
+    ) -> Filled[T] | None:
+        """What fills ``slot`` of the epoch order, whose sample ``index`` gave ``found``
+        (None: bad, already judged): that sample; for a bad one under ``skip`` the first
+        substitute drawn for the slot that ``retry`` accepts; under ``drop`` None."""
         if found is not None:
-            return index, found
+            return Filled(index, found)
         if not self.substitutes:
             return None
-        epoch, position, num_items = where
-        return first_good(self.seed, epoch, position, num_items, retry, name)
+        return first_good(self.seed, slot, retry, name)
 
 
 def warn_drop(mode: str, world_size: int) -> None:

@@ -18,7 +18,8 @@ a slot does not change with the rank that reads it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,25 @@ MAX_ATTEMPTS = 64
 Found = TypeVar("Found")
 
 
+@dataclass(frozen=True)
+class Slot:
+    """A place in an epoch's order, which a substitute for a bad sample there is drawn for:
+    the epoch, the place in its (padded) order, and how many samples the split has."""
+
+    epoch: int
+    position: int
+    num_items: int
+
+
+@dataclass(frozen=True)
+class Filled(Generic[Found]):
+    """What fills a slot: the sample that does (the one planned, or its substitute) and
+    what reading it gave."""
+
+    index: int
+    found: Found
+
+
 def substitute(seed: int, epoch: int, position: int, attempt: int, num_items: int) -> int:
     """The sample index that replaces the bad one at ``position`` on ``attempt``."""
     key = [_STREAM, int(seed), int(epoch), int(position), int(attempt)]
@@ -40,24 +60,22 @@ def substitute(seed: int, epoch: int, position: int, attempt: int, num_items: in
 
 def first_good(
     seed: int,
-    epoch: int,
-    position: int,
-    num_items: int,
+    slot: Slot,
     attempt_one: Callable[[int], Found | None],
     name: Callable[[int], str],
-) -> tuple[int, Found]:
-    """The first substitute for ``position`` that ``attempt_one`` accepts (it returns what
-    the sample gives, or None after reporting it as bad), with that result.
+) -> Filled[Found]:
+    """The first substitute for ``slot`` that ``attempt_one`` accepts (it returns what the
+    sample gives, or None after reporting it as bad), with that result.
 
     Raises a one-line :class:`DataError` after :data:`MAX_ATTEMPTS` bad substitutes in a
     row: most of the split is bad, and ``scan`` is the tool for that.
     """
     tried: list[int] = []
     for attempt in range(MAX_ATTEMPTS):
-        index = substitute(seed, epoch, position, attempt, num_items)
+        index = substitute(seed, slot.epoch, slot.position, attempt, slot.num_items)
         found = attempt_one(index)
         if found is not None:
-            return index, found
+            return Filled(index, found)
         tried.append(index)
     raise DataError(
         f"data.on_error=skip: {MAX_ATTEMPTS} substitutes in a row for a bad sample were bad "

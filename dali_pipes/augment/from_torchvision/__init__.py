@@ -12,7 +12,7 @@ the table and what differs from torchvision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from dali_pipes.augment.from_torchvision.convert import SUPPORTED, Converted, convert
 from dali_pipes.augment.spec import AugmentSpec, SplitAugment
@@ -28,8 +28,15 @@ __all__ = [
     "is_transform",
 ]
 KEY = "augment.torchvision"
-#: The batch a pipeline outputs: (mean, std, dtype, channels).
-Format = tuple[tuple[float, ...], tuple[float, ...], str, int]
+
+
+class Format(NamedTuple):
+    """The batch a pipeline outputs: its normalisation, dtype and channels."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    dtype: str
+    channels: int
 
 
 def is_transform(obj: Any) -> bool:
@@ -98,8 +105,8 @@ def from_config(
         except ConfigError as exc:
             raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}: {exc}") from None
         splits[split] = converted.split
-        formats[split] = (converted.mean, converted.std, converted.dtype, converted.channels)
-    one = [split for split, fmt in formats.items() if fmt[3] == 1]
+        formats[split] = Format(converted.mean, converted.std, converted.dtype, converted.channels)
+    one = [split for split, fmt in formats.items() if fmt.channels == 1]
     if one and len(formats) < 2:
         raise ConfigError(
             f"{KEY}.{one[0]} gives one-channel batches (Grayscale()), which the other split's "

@@ -32,6 +32,7 @@ from dali_pipes.backends.base import BadFiles
 from dali_pipes.backends.cache.shared import NodeGroup, Shape, build_shared, node_group
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import Source, images_of
+from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes, header_size
 from dali_pipes.runtime.distributed import cpu_share, ranks
@@ -237,10 +238,10 @@ def cached_batch(
     keep: list[int] = []
     for i, slot in zip(batch, slots, strict=True):
         filled = policy.fill(
-            int(i), decoded(int(i)), (epoch, int(slot), len(images)), decoded, source.name
+            int(i), decoded(int(i)), Slot(epoch, int(slot), len(images)), decoded, source.name
         )
         if filled is not None:
-            keep.append(filled[0])
+            keep.append(filled.index)
     return keep
 
 

@@ -38,6 +38,7 @@ from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.webdataset import WebdatasetStream
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import LocalFiles, images_of
+from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import DataError
 from dali_pipes.image.batch_reads import LocalBatch, LocalReads
 from dali_pipes.image.decode import Blob
@@ -62,16 +63,32 @@ class InFlight(NamedTuple):
     local: LocalBatch | None = None  # the buffers its local files were read into
 
 
+class Checked(NamedTuple):
+    """A sample read and its header checked: its bytes and its (height, width)."""
+
+    blob: Blob
+    size: np.ndarray
+
+
+class Columns(NamedTuple):
+    """A batch's columns, drawn on a read thread: by name, and in feed order as DALI takes
+    them."""
+
+    fed: Fed
+    dali: tuple[Any, ...]
+
+
 class Read(NamedTuple):
-    """One planned batch as read ahead and checked."""
+    """One planned batch as read ahead and checked. A batch whose every file is good has
+    its ``images`` and ``columns`` made on the read thread; one with a bad file has
+    neither until it is mended (then its columns are drawn when it is fed)."""
 
     blobs: list[Any]  # each file's bytes or why it is bad (read, header); the cache: pixels
     sizes: np.ndarray  # [n, 2] height, width from the header (zero for a bad file)
     bad: np.ndarray  # bool [n]: the read or the header check failed
     local: LocalBatch | None  # the buffers of a local read, reused once DALI has the bytes
-    images: Any = None  # the images column as DALI takes it (None: a bad file to mend)
-    fed: Fed | None = None  # every column, drawn on the read thread (None: drawn when fed)
-    dali: tuple[Any, ...] | None = None  # ``fed``'s columns in feed order as DALI takes them
+    images: Any = None  # the images column as DALI takes it, once every file is good
+    columns: Columns | None = None  # drawn on the read thread, when every file was good
 
 
 def _dali_batch(blobs: list[Any]) -> Any:
@@ -172,7 +189,7 @@ class Feed:
             return Read(blobs, sizes, bad, local)
         images = blobs if local is None else _dali_batch(blobs)
         fed = self._columns(epoch, batch, images, sizes)
-        return Read(blobs, sizes, bad, local, images, fed, _dali_columns(fed))
+        return Read(blobs, sizes, bad, local, images, Columns(fed, _dali_columns(fed)))
 
     def _next_batch(self) -> tuple[int, np.ndarray, Read]:
         """The next plan batch with its good files: position, indices, and their read.
@@ -190,7 +207,7 @@ class Feed:
                 return position, batch, read
             indices, blobs, sizes = self._mend(position, batch, read, bad)
             if len(indices):
-                mended = read._replace(images=blobs, sizes=sizes, fed=None, dali=None)
+                mended = read._replace(images=blobs, sizes=sizes, columns=None)
                 return position, indices, mended
             self._recycle(read.local)  # nothing of it goes to DALI
         raise StopIteration
@@ -221,21 +238,21 @@ class Feed:
         keep, blobs, sizes = [], [], []
         slots = self._plan.positions[position]
         for p, i in enumerate(batch.tolist()):
-            found: tuple[Blob, np.ndarray] | None = (read.blobs[p], read.sizes[p])
+            found: Checked | None = Checked(read.blobs[p], read.sizes[p])
             if bad[p]:
                 self._report(i, read.blobs[p])
                 found = None
             filled = self.policy.fill(
                 i,
                 found,
-                (self._plan.epoch, int(slots[p]), len(self.source)),
+                Slot(self._plan.epoch, int(slots[p]), len(self.source)),
                 self._substitute,
                 self.source.name,
             )
             if filled is not None:
-                keep.append(filled[0])
-                blobs.append(filled[1][0])
-                sizes.append(filled[1][1])
+                keep.append(filled.index)
+                blobs.append(filled.found.blob)
+                sizes.append(filled.found.size)
         return np.asarray(keep, np.int64), blobs, np.asarray(sizes, np.int64).reshape(-1, 2)
 
     def _report(self, index: int, blob: Blob | None) -> None:
@@ -248,7 +265,7 @@ class Feed:
         assert isinstance(blob, DataError)  # the read or the header check failed
         self.policy.judge(path, blob, self.bad.add)
 
-    def _substitute(self, index: int) -> tuple[Blob, np.ndarray] | None:
+    def _substitute(self, index: int) -> Checked | None:
         """A substitute's bytes and size; None when it is bad too (reported)."""
         if self.source.name(index) in self.bad:
             self._report(index, None)
@@ -258,7 +275,7 @@ class Feed:
         if bad[0]:
             self._report(index, blobs[0])
             return None
-        return blobs[0], sizes[0]
+        return Checked(blobs[0], sizes[0])
 
     def batch(self) -> Fed:
         """The next batch's columns by name (:mod:`.columns`)."""
@@ -268,14 +285,15 @@ class Feed:
         """The next batch's columns, and the same as DALI takes them if they were made on
         the read thread (else None)."""
         position, indices, read = self._next_batch()
-        fed = read.fed
-        if fed is None:  # mended, or not read ahead (the cache's pixels)
-            fed = self._columns(self._plan.epoch, indices, read.images, read.sizes)
+        if read.columns is None:  # mended, or not read ahead (the cache's pixels)
+            fed, dali = self._columns(self._plan.epoch, indices, read.images, read.sizes), None
+        else:
+            fed, dali = read.columns
         decoded = fed.decoded()
         self.in_flight.append(
             InFlight(position, indices, decoded.anchor, decoded.shape, read.local)
         )
-        return fed, read.dali
+        return fed, dali
 
     def _columns(self, epoch: int, indices: np.ndarray, images: Any, sizes: np.ndarray) -> Fed:
         """The columns of samples ``indices`` of ``epoch``, of header ``sizes``: every

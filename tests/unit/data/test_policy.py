@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dali_pipes.data.policy import BadFiles, OnError
-from dali_pipes.data.substitutes import substitute
+from dali_pipes.data.substitutes import Filled, Slot, substitute
 from dali_pipes.errors import DataError
 
 
@@ -39,14 +39,15 @@ def test_a_bad_slot_gets_the_first_good_substitute_drawn_for_it_under_skip_only(
     retry = lambda i: None if i in bad else f"image {i}"  # noqa: E731
     expected = next(s for a in range(64) if (s := substitute(9, 2, 5, a, 10)) not in bad)
     skip, drop = OnError("skip", seed=9), OnError("drop", seed=9)
-    assert skip.fill(4, "image 4", (2, 5, 10), retry, str) == (4, "image 4")
-    assert skip.fill(3, None, (2, 5, 10), retry, str) == (expected, f"image {expected}")
-    assert drop.fill(3, None, (2, 5, 10), retry, str) is None
+    slot = Slot(epoch=2, position=5, num_items=10)
+    assert skip.fill(4, "image 4", slot, retry, str) == Filled(4, "image 4")
+    assert skip.fill(3, None, slot, retry, str) == Filled(expected, f"image {expected}")
+    assert drop.fill(3, None, slot, retry, str) is None
 
 
 def test_a_split_of_bad_samples_ends_in_one_line_not_a_loop() -> None:
     with pytest.raises(DataError, match=r"^data\.on_error=skip: 64 substitutes in a row"):
-        OnError("skip").fill(0, None, (0, 0, 4), lambda i: None, lambda i: f"s{i}.jpg")
+        OnError("skip").fill(0, None, Slot(0, 0, 4), lambda i: None, lambda i: f"s{i}.jpg")
 
 
 def test_bad_files_are_reported_once_and_counted_per_epoch(
