@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,18 +32,17 @@ from dali_pipes.data.specs import (
     SyntheticData,
 )
 from dali_pipes.data.storage import Storage, is_url, join, storage_for
+from dali_pipes.data.walk import kind_of, walk
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
+from dali_pipes.image.headers import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
 
-#: Formats both backends decode (torchvision.io and DALI's decoders).
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
-#: Formats ImageFolder would list but torchvision.io cannot decode.
-UNSUPPORTED_EXTENSIONS = (".bmp", ".ppm", ".pgm", ".tif", ".tiff")
 
 __all__ = [
+    "IMAGE_EXTENSIONS",
     "SPLITS",
     "FolderSource",
     "ImageSource",
@@ -268,7 +266,7 @@ class _Listing:
             ext = os.path.splitext(path)[1].lower()
             if ext in IMAGE_EXTENSIONS:
                 if not regular:
-                    self._reject(path, f"is not a regular file ({_kind(path)}); replace it")
+                    self._reject(path, f"is not a regular file ({kind_of(path)}); replace it")
                 elif (
                     reason := self.excluded.get(path if is_url(path) else str(Path(path).resolve()))
                     if self.excluded
@@ -294,56 +292,6 @@ class _Listing:
         )
 
 
-def _walk(folder: Path) -> list[os.DirEntry[str]]:
-    """The non-folder entries under ``folder`` in ``sorted(os.walk(folder, followlinks=True))``
-    order, names sorted within each folder, without entering a folder twice on one path (a
-    symlink loop, named in a warning)."""
-    found: list[tuple[str, list[os.DirEntry[str]]]] = []
-
-    def visit(path: str, above: frozenset[tuple[int, int]]) -> None:
-        try:
-            st = os.stat(path)
-            with os.scandir(path) as it:
-                entries = list(it)
-        except OSError:
-            return  # as os.walk: an unreadable folder is passed over
-        key = (st.st_dev, st.st_ino)
-        if key in above:
-            log.warning("%s leads back to a folder above it (a symlink loop); not followed", path)
-            return
-        folders = [e for e in entries if _is_dir(e)]
-        found.append((path, sorted((e for e in entries if not _is_dir(e)), key=lambda e: e.name)))
-        for entry in folders:
-            visit(entry.path, above | {key})
-
-    visit(str(folder), frozenset())
-    return [entry for _, entries in sorted(found, key=lambda f: f[0]) for entry in entries]
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-def _kind(path: str) -> str:
-    """What a non-regular file is, in words."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return "a broken symlink"
-    for test, kind in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return "not a file"
-
-
 @dataclass(frozen=True)
 class _FolderTree:
     """An ImageFolder root on the file system."""
@@ -356,7 +304,7 @@ class _FolderTree:
 
     def entries(self, name: str) -> list[tuple[str, bool]]:
         """Class ``name``'s files in ``os.walk`` order, each with whether it is regular."""
-        return [(e.path, e.is_file()) for e in _walk(self.top / name)]
+        return [(e.path, e.is_file()) for e in walk(self.top / name)]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from dali_pipes.data.policy import OnError
 from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
+from dali_pipes.image.headers import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
@@ -160,8 +161,6 @@ def _listing(archive: str, folder: str, infos: list[zipfile.ZipInfo], data: ZipD
             f"{where} has no class folders; expected <class>/<image>.jpg inside it "
             "(set data.train_dir / data.val_dir to the folder that holds them)"
         )
-    from dali_pipes.data.sources import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
-
     excluded = read_manifest(data.exclude) if data.exclude else {}
     policy = OnError(data.on_error)
     classes = sorted(by_class)

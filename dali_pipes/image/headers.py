@@ -13,6 +13,12 @@ import numpy as np
 
 from dali_pipes.errors import DataError
 
+#: The file extensions of the formats both backends decode (torchvision.io and DALI's
+#: decoders): what an image folder's listing keeps.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
+#: Formats ImageFolder would list but torchvision.io cannot decode.
+UNSUPPORTED_EXTENSIONS = (".bmp", ".ppm", ".pgm", ".tif", ".tiff")
+
 # JPEG start-of-frame markers (baseline, extended, progressive, lossless, arithmetic ...);
 # 0xC4 (DHT), 0xC8 (JPG) and 0xCC (DAC) share the range but are not frames.
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}

@@ -12,14 +12,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import backend_kind, create_loader
 from dali_pipes.backends.specs import BackendSpec, DaliBackend, LoaderSpec, TorchBackend
 from dali_pipes.config.schemas import BenchSpec, PackSpec
@@ -27,8 +24,8 @@ from dali_pipes.config.specs import to_spec
 from dali_pipes.data.interface import Source, local_paths_of
 from dali_pipes.data.sources import ShardSource, open_shards
 from dali_pipes.data.specs import ShardData
-from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import local_gpu
+from dali_pipes.tools.bench_baseline import baseline, decode_ceiling
 from dali_pipes.tools.measurement import Measurement, measure
 from dali_pipes.tools.peers.task import PeerTask, PeerUnavailable
 
@@ -199,137 +196,6 @@ class Candidate:
     measure: Callable[[BenchRun], Measurement]
     gpu: bool = False
     default: bool = False
-
-
-class ViewsTransform:
-    """The recipe's own multi-view transform: each view's torchvision pipeline applied to
-    the one decoded image (what lightly's ``MultiViewTransform`` and DINO's
-    ``DataAugmentationDINO`` do), a list of tensors, globals first."""
-
-    def __init__(self, transforms: list[Any]) -> None:
-        self.transforms = transforms
-
-    def __call__(self, image: Any) -> list[Any]:
-        return [transform(image) for transform in self.transforms]
-
-
-class PilGaussianBlur:
-    """The self-supervised recipes' own blur (DINO's ``utils.GaussianBlur``, lightly's and
-    VISSL's alike): with probability ``p``, PIL's ``GaussianBlur`` with a radius drawn from
-    ``sigma``. PIL approximates the Gaussian by box blurs: faster than torchvision's exact
-    23 x 23 convolution, not the same pixels."""
-
-    def __init__(self, p: float, sigma: tuple[float, float]) -> None:
-        self.p, self.sigma = p, sigma
-
-    def __call__(self, image: Any) -> Any:
-        import random
-
-        from PIL import ImageFilter
-
-        if random.random() >= self.p:
-            return image
-        return image.filter(ImageFilter.GaussianBlur(radius=random.uniform(*self.sigma)))
-
-
-def _step(op: Any, recipe: bool) -> Any:
-    """An op as the baseline writes it: its ``torchvision()``; with ``recipe``, Gaussian
-    blur as the recipes write it (:class:`PilGaussianBlur`)."""
-    from dali_pipes.augment.ops.gaussian_blur import GaussianBlur
-
-    if recipe and isinstance(op, GaussianBlur):
-        return PilGaussianBlur(op.p, op.sigma)
-    return op.torchvision()
-
-
-def baseline_transform(augment: AugmentSpec, recipe: bool = False) -> Any:
-    """The training split as torchvision v2 transforms on PIL images, normalised: each op's
-    ``torchvision()`` (``recipe``: the recipes' PIL blur instead of torchvision's); for a
-    split with views, a :class:`ViewsTransform` of them."""
-    from torchvision.transforms import v2
-
-    tail = [
-        v2.PILToTensor(),
-        v2.ToDtype(torch.float32, scale=True),
-        v2.Normalize(augment.mean, augment.std),
-    ]
-    try:
-        views = [
-            v2.Compose([p.crop.torchvision(), *(_step(op, recipe) for op in p.ops), *tail])
-            for p in augment.views(True).pipelines
-        ]
-    except NotImplementedError as exc:
-        raise DaliPipesError(
-            f"bench baseline: {exc}; leave baseline out of bench.candidates"
-        ) from None
-    return ViewsTransform(views) if augment.multi_view(True) else views[0]
-
-
-def baseline(
-    source: Source,
-    augment: AugmentSpec,
-    batch: int,
-    workers: int,
-    cuda: bool,
-    recipe: bool = False,
-) -> Callable[[], Iterable[Any]]:
-    """What users write without dali_pipes: ImageFolder + PIL + the same training pipeline
-    as torchvision v2 transforms (:func:`baseline_transform`; ``recipe``: with the
-    self-supervised recipes' PIL blur)."""
-    from torch.utils.data import DataLoader
-    from torchvision import datasets
-
-    transform = baseline_transform(augment, recipe)
-    dataset = datasets.ImageFolder(source.root, transform=transform)
-    loader = DataLoader(
-        dataset,
-        batch_size=batch,
-        shuffle=True,
-        num_workers=workers,
-        pin_memory=cuda,
-        persistent_workers=workers > 0,
-    )
-
-    def epoch() -> Iterable[Any]:
-        for images, labels in loader:
-            if cuda:  # the copy the user's loop would make
-                if isinstance(images, list):
-                    images = [view.cuda(non_blocking=True) for view in images]
-                else:
-                    images = images.cuda(non_blocking=True)
-                labels = labels.cuda(non_blocking=True)
-            yield images, labels
-
-    return epoch
-
-
-def _decode_worker(paths: list[str], images: int) -> float:
-    from torchvision.io import ImageReadMode, decode_image, read_file
-
-    torch.set_num_threads(1)
-    blobs = [read_file(p) for p in paths]
-    start, done = time.perf_counter(), 0
-    while done < images:
-        for blob in blobs:
-            decode_image(blob, mode=ImageReadMode.RGB)
-            done += 1
-            if done >= images:
-                break
-    return time.perf_counter() - start
-
-
-def decode_ceiling(paths: tuple[str, ...], cores: int, images: int, repeats: int) -> Measurement:
-    """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
-    result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
-    shards = [list(paths[i::cores]) for i in range(cores)]
-    per = max(1, images // cores)
-    with get_context("spawn").Pool(cores) as pool:
-        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
-        for _ in range(repeats):
-            start = time.perf_counter()
-            pool.starmap(_decode_worker, [(s, per) for s in shards])
-            result.rates.append(per * cores / (time.perf_counter() - start))
-    return result
 
 
 def packed(cfg: DictConfig, where: str) -> ShardSource:
