@@ -1,1 +1,2 @@
-"""The process's place: devices, distributed ranks and cores, preemption signals."""
+"""The process's place: devices, distributed ranks and cores, preemption signals, and pools
+of worker processes."""

@@ -20,7 +20,6 @@ import copy
 import logging
 import re
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import Blob
 from dali_pipes.runtime.distributed import cpu_share
+from dali_pipes.runtime.pools import fresh_pool
 
 log = logging.getLogger("dali_pipes.scan")
 
@@ -163,9 +163,9 @@ def run_scan(cfg: DictConfig) -> dict[str, Any]:
     decoders = decoders_for(cfg, data)
     workers = scan.workers or cpu_share()
     total = sum(len(chunk) for _, chunk in todo)
-    context = get_context("spawn")
+    preload = [__name__, "torchvision.io"]
     with (
-        context.Pool(workers, _start_worker, (sources, decoders)) as pool,
+        fresh_pool(workers, preload, _start_worker, (sources, decoders)) as pool,
         tqdm(total=total, desc="scan", unit="file", disable=None) as bar,
     ):
         for checked in pool.imap_unordered(_check, todo):
