@@ -64,7 +64,10 @@ timed() {
     shift
     local start end
     start=$(seconds)
-    if ! make -C "$clone" "$@" >"$logs/$name.log" 2>&1; then
+    # as a new user runs it: not with the variables of a make that called this script
+    # (`make test-cold ARGS=--bare` would hand --bare to the clone's `make train`)
+    if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u ARGS make -C "$clone" "$@" \
+        >"$logs/$name.log" 2>&1; then
         echo "cold_make_test.sh: make $* failed; the end of $logs/$name.log:" >&2
         tail -n 30 "$logs/$name.log" >&2
         exit 1
