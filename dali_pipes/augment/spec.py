@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from dali_pipes.errors import ConfigError, require
@@ -80,6 +81,17 @@ def _default_val() -> SplitAugment:
 
 
 @dataclass(frozen=True)
+class ParsedSplits:
+    """An :class:`AugmentSpec`'s splits as objects, by split name: the crop and ops (a
+    :class:`~dali_pipes.augment.Pipeline`), the batch ops with what they do to labels,
+    and the views with their canonical configured form (None for a plain split)."""
+
+    pipelines: dict[str, Pipeline]
+    batches: dict[str, tuple[Any, Any]]
+    views: dict[str, tuple[Views, Any]]
+
+
+@dataclass(frozen=True)
 class AugmentSpec:
     """What every backend does to every image, and the output format of a batch.
 
@@ -128,8 +140,30 @@ class AugmentSpec:
             _require_pixels(self.mean, std)
         _check_channels(self)
         object.__setattr__(self, "imports", tuple(str(m) for m in self.imports))
+        from dali_pipes.augment.batch import batch_config
+
+        parsed = self.parsed  # every split parsed and checked, once
+        # Keep the canonical form (every parameter given), so equal pipelines compare equal.
+        for split, pipeline in parsed.pipelines.items():
+            crop, ops = pipeline.config()
+            batch = batch_config(*parsed.batches[split])
+            canonical = SplitAugment(crop=crop, ops=ops, batch=batch, views=parsed.views[split][1])
+            object.__setattr__(self, split, canonical)
+            if self.dtype == "uint8":
+                for op in parsed.batches[split][0]:
+                    require(
+                        op.integer_safe,
+                        f"augment.{split}.batch",
+                        op.name,
+                        "works on float images; augment.dtype=uint8 takes no such batch op",
+                    )
+
+    @cached_property
+    def parsed(self) -> ParsedSplits:
+        """Each split's crop and ops, batch ops and views as objects, parsed from the
+        configured form and checked (a one-line error naming the key otherwise)."""
         from dali_pipes.augment import parse_pipeline
-        from dali_pipes.augment.batch import batch_config, parse_batch
+        from dali_pipes.augment.batch import parse_batch
         from dali_pipes.augment.views import parse_views, single
 
         splits = (("train", self.train), ("val", self.val))
@@ -150,23 +184,7 @@ class AugmentSpec:
                 aug.batch,
                 "batch ops take one image per sample but the split has views; remove them",
             )
-        object.__setattr__(self, "_pipelines", pipelines)
-        object.__setattr__(self, "_batches", batches)
-        object.__setattr__(self, "_views", {split: v for split, (v, _) in views.items()})
-        # Keep the canonical form (every parameter given), so equal pipelines compare equal.
-        for split, pipeline in pipelines.items():
-            crop, ops = pipeline.config()
-            batch = batch_config(*batches[split])
-            canonical = SplitAugment(crop=crop, ops=ops, batch=batch, views=views[split][1])
-            object.__setattr__(self, split, canonical)
-            if self.dtype == "uint8":
-                for op in batches[split][0]:
-                    require(
-                        op.integer_safe,
-                        f"augment.{split}.batch",
-                        op.name,
-                        "works on float images; augment.dtype=uint8 takes no such batch op",
-                    )
+        return ParsedSplits(pipelines, batches, views)
 
     @property
     def normalizes(self) -> bool:
@@ -184,11 +202,11 @@ class AugmentSpec:
                 f"({', '.join(self.views(train).names)}); this needs one image per sample: "
                 "choose an augment without views"
             )
-        return self._pipelines[split]  # type: ignore[attr-defined]
+        return self.parsed.pipelines[split]
 
     def views(self, train: bool) -> Views:
         """The split's views (a plain split: its pipeline as the one view)."""
-        return self._views["train" if train else "val"]  # type: ignore[attr-defined]
+        return self.parsed.views["train" if train else "val"][0]
 
     def multi_view(self, train: bool) -> bool:
         """Whether the split has ``views``: its batches hold a list of view tensors."""
@@ -211,7 +229,7 @@ class AugmentSpec:
         from dali_pipes.augment.batch import BatchStage
 
         split = "train" if train else "val"
-        ops, labels = self._batches[split]  # type: ignore[attr-defined]
+        ops, labels = self.parsed.batches[split]
         if not ops:
             return None
         return BatchStage(ops, num_classes, seed, rank, f"augment.{split}.batch", labels)

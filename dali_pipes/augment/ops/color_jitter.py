@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,16 +86,16 @@ class ColorJitter(Op):
     p: float = 1.0
 
     def __post_init__(self) -> None:
+        self.ranges  # noqa: B018  (each part's range checked once, and kept)
+        number(self, "p", 0.0, 1.0)
+
+    @cached_property
+    def ranges(self) -> tuple[tuple[float, float] | None, ...]:
+        """Per component its (low, high) range, None when it is skipped."""
         inf = float("inf")
         ranges = [span(self, part, 1.0, (0.0, inf), clip_low=True) for part in _PARTS[:3]]
         ranges.append(span(self, "hue", 0.0, (-0.5, 0.5), clip_low=False))
-        object.__setattr__(self, "_ranges", tuple(ranges))
-        number(self, "p", 0.0, 1.0)
-
-    @property
-    def ranges(self) -> tuple[tuple[float, float] | None, ...]:
-        """Per component its (low, high) range, None when it is skipped."""
-        return self._ranges  # type: ignore[attr-defined]
+        return tuple(ranges)
 
     def draws(self) -> int:
         return 9  # the order (4), a factor per component (4), whether to apply (1)

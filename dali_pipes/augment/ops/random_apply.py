@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -51,15 +52,14 @@ class RandomApply(Op):
             entries,
             "expected a list of ops, each a mapping with `op` naming it",
         )
-        built = tuple(build_op(entry, f"ops.{i}") for i, entry in enumerate(entries))
-        object.__setattr__(self, "_built", built)
+        built = self.built  # each op built and checked once
         object.__setattr__(self, "ops", tuple({"op": op.name, **asdict(op)} for op in built))  # type: ignore[call-overload]
         number(self, "p", 0.0, 1.0)
 
-    @property
+    @cached_property
     def built(self) -> tuple[Op, ...]:
         """The wrapped ops, validated."""
-        return self._built  # type: ignore[attr-defined]
+        return tuple(build_op(entry, f"ops.{i}") for i, entry in enumerate(self.ops))
 
     @property
     def pointwise(self) -> bool:  # type: ignore[override]
