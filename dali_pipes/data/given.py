@@ -89,7 +89,7 @@ def open_data(given: Any, split: str, **keys: Any) -> Opened:
         f"cannot read a {type(given).__module__}.{type(given).__name__}: give a folder, a "
         "zip archive or an s3:// URL, a data spec (FolderData, ParquetData, ShardData, "
         "ZipData, ...), a torchvision ImageFolder, a Hugging Face datasets.Dataset, or an "
-        "object with the Source interface (docs: How-to guides > Read your own data)"
+        "object with the Source interface (docs: How-to guides > Any data)"
     )
 
 
@@ -105,14 +105,14 @@ def spec_for_path(path: str) -> DataSpec:
 
 def merged(data: DataSpec, keys: dict[str, Any]) -> DataSpec:
     """``data`` with the keywords that were given (not left at their default); a keyword
-    that contradicts a value the spec sets is a one-line error."""
+    that contradicts a value the spec was given (not its class's default) is a one-line
+    error."""
     changes: dict[str, Any] = {}
     for key, value in keys.items():
-        default = getattr(DataSpec, key)
         held = getattr(data, key)
-        if value in (default, held):
+        if value in (getattr(DataSpec, key), held):  # left at its default, or agreeing
             continue
-        if held != default:
+        if held != getattr(type(data), key):
             raise ConfigError(
                 f"{key}={value!r} given and the {type(data).__name__} says {key}={held!r}: "
                 "set it in one of them"

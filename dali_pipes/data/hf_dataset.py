@@ -160,13 +160,14 @@ class DatasetSource:
         [taken] = read_all(lambda _: self._take(rows), [self.name(rows[0])], self.read_timeout)
         if isinstance(taken, DataError):
             return [taken] * len(rows)
+        paths = [found for found in taken if isinstance(found, str)]
+        files = iter(read_files(paths, self.read_timeout) if paths else [])
         blobs: list[Blob] = []
         for row, found in zip(rows, taken, strict=True):
-            if isinstance(found, str):
-                [blob] = read_files([found], self.read_timeout)
-                blobs.append(blob)
+            if isinstance(found, str):  # the row names its file: read with the others
+                blobs.append(next(files))
             else:
-                blobs.append(found if found is not None else self._empty(row))
+                blobs.append(self._empty(row) if found is None else found)
         return blobs
 
     def identity(self, indices: Indices) -> np.ndarray:

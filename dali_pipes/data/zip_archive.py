@@ -24,6 +24,7 @@ import posixpath
 import threading
 import zipfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -110,15 +111,19 @@ class ZipSource:
         except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, KeyError) as exc:
             return DataError(f"{name}: unreadable in the archive ({exc}); repack or remove it")
 
+    @cached_property
+    def _handles(self) -> threading.local:
+        """The open archive of each thread: a ``ZipFile`` seeks one file, so threads (and
+        forked processes, which share an inherited file's position) each open their own.
+        Not pickled."""
+        return threading.local()
+
     def _handle(self) -> zipfile.ZipFile:
-        """This thread's open archive (a ``ZipFile`` seeks a shared file: one per thread)."""
-        local = self.__dict__.get("_local")
-        if local is None:
-            local = threading.local()
-            self.__dict__["_local"] = local  # a per-process cache, not part of the value
-        handle: zipfile.ZipFile | None = getattr(local, "handle", None)
-        if handle is None:
-            handle = local.handle = zipfile.ZipFile(self.archive)
+        """This thread's open archive, opened on its first read in this process."""
+        local = self._handles
+        if getattr(local, "pid", None) != os.getpid():
+            local.pid, local.handle = os.getpid(), zipfile.ZipFile(self.archive)
+        handle: zipfile.ZipFile = local.handle
         return handle
 
     def __getstate__(self) -> dict[str, Any]:

@@ -63,6 +63,19 @@ def test_a_keyword_given_fills_what_the_spec_leaves_at_its_default(identity_tree
     assert opened.data == FolderData(root=str(identity_tree), batch_size=4)
 
 
+@dataclass(frozen=True)
+class BigBatches(FolderData):
+    """A kind whose own default batch is larger."""
+
+    batch_size: int = 128
+
+
+def test_a_keyword_overrides_a_default_of_the_specs_own_class(identity_tree: Path) -> None:
+    spec = BigBatches(root=str(identity_tree))
+    assert open_data(spec, "val", **DEFAULTS).data.batch_size == 128
+    assert open_data(spec, "val", **{**DEFAULTS, "batch_size": 16}).data.batch_size == 16
+
+
 def test_a_keyword_that_contradicts_the_spec_is_one_line_naming_both() -> None:
     spec = ParquetData(root="/data/hub", batch_size=8)
     with pytest.raises(ConfigError) as raised:

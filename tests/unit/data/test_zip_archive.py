@@ -3,6 +3,7 @@ extracted folder and read member by member (dali_pipes/data/zip_archive.py)."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 import zipfile
@@ -58,6 +59,18 @@ def test_reads_from_many_threads_and_a_pickled_copy_give_each_members_bytes(
     assert all(np.array_equal(a, b) for a, b in zip(got, want * 3, strict=True))  # type: ignore[arg-type]
     copy = pickle.loads(pickle.dumps(source))
     assert np.array_equal(copy.read([5])[0], want[5])
+
+
+def test_a_forked_process_opens_the_archive_again_rather_than_share_its_parents_handle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked worker inherits the parent's open file and its position: reading through it
+    from both would interleave their seeks."""
+    source = open_zip(ZipData(root=str(archive_of({"a/x.jpg": b"x"}, tmp_path / "t.zip"))), "train")
+    first = source._handle()
+    assert source._handle() is first
+    monkeypatch.setattr(os, "getpid", lambda: -1)
+    assert source._handle() is not first
 
 
 def test_a_member_that_fails_its_checksum_is_a_bad_sample_named_by_archive_and_member(
