@@ -34,6 +34,7 @@ from dali_pipes.data.interface import Indices, SampleStat
 from dali_pipes.data.manifest import read_manifest
 from dali_pipes.data.policy import OnError
 from dali_pipes.data.specs import DataSpec
+from dali_pipes.data.storage import is_url
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
 from dali_pipes.image.headers import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
@@ -137,6 +138,11 @@ def open_zip(data: ZipData, split: str) -> ZipSource:
     """A split of a zip archive: its top level, or its ``train_dir``/``val_dir`` folder."""
     if not data.root:
         raise ConfigError("data.root is not set: pass data.root=/path/to/images.zip")
+    if is_url(data.root):
+        raise ConfigError(
+            f"data.root={data.root}: a zip archive is read from a local disk (its members are "
+            "found by seeking); download it first, or pack the data for a bucket"
+        )
     archive = str(Path(data.root).expanduser().resolve())
     folder = (data.train_dir if split == "train" else data.val_dir) or ""
     try:

@@ -95,6 +95,7 @@ def test_what_cannot_be_read_or_listed_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "not.zip").write_bytes(b"plain text")
     for spec, pattern in [
         (ZipData(), r"^data\.root is not set"),
+        (ZipData(root="s3://bucket/a.zip"), r"a zip archive is read from a local disk"),
         (ZipData(root=str(tmp_path / "gone.zip")), r"gone\.zip does not exist"),
         (ZipData(root=str(tmp_path / "not.zip")), r"not\.zip: not a readable zip archive"),
     ]:
