@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import os
-import threading
-import time
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -22,42 +22,51 @@ def fresh_clients() -> Iterator[None]:
     s3.forget_clients()
 
 
-def test_a_forked_worker_reads_even_when_a_parent_thread_held_the_lock_at_the_fork(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+#: Run in a process of its own: forking the test runner itself forks whatever else it holds
+#: (a browser session's, DALI's threads), which made the child crash now and then.
+FORK_WHILE_HELD = """
+import os, sys, threading, time
+from dali_pipes.data import s3
+
+held, release = threading.Event(), threading.Event()
+
+def hold():
+    with s3._lock:
+        held.set()
+        release.wait(30)
+
+holder = threading.Thread(target=hold)
+holder.start()
+assert held.wait(10)
+pid = os.fork()
+if pid == 0:  # the worker: a client and the pool, each behind the lock
+    code = 1
+    try:
+        s3.client()
+        s3._pool()
+        code = 0
+    finally:
+        os._exit(code)
+deadline = time.monotonic() + 30
+while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+    time.sleep(0.05)
+if done[0] == 0:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+release.set()
+holder.join()
+print("hung" if done[0] == 0 else f"exit {os.waitstatus_to_exitcode(done[1])}")
+"""
+
+
+def test_a_forked_worker_reads_even_when_a_parent_thread_held_the_lock_at_the_fork() -> None:
     """A DataLoader forks its workers while the parent's reader threads may be inside the
     module's lock (building a client): the child must not inherit it held."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing is requested
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with s3._lock:
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert held.wait(10)
-    try:
-        pid = os.fork()
-        if pid == 0:  # the worker: a client and the pool, each behind the lock
-            code = 1
-            try:
-                s3.client()
-                s3._pool()
-                code = 0
-            finally:
-                os._exit(code)
-        deadline = time.monotonic() + 30
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if done[0] == 0:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0, "the child hung"
-    finally:
-        release.set()
-        holder.join()
+    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing is requested
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_HELD], env=env, capture_output=True, text=True, timeout=90
+    )
+    assert done.stdout.strip() == "exit 0", done.stdout + done.stderr[-2000:]
 
 
 def test_an_invalid_bucket_name_is_one_line_naming_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
