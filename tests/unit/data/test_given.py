@@ -9,20 +9,14 @@ from pathlib import Path
 import pytest
 
 from dali_pipes import ConfigError
-from dali_pipes.data.given import open_data, spec_for_path
+from dali_pipes.data.given import DATA_KEYS, open_data, spec_for_path
 from dali_pipes.data.registry import SOURCES, register_source
 from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import DataSpec, FolderData, ParquetData
 from dali_pipes.data.zip_archive import ZipData
 
-DEFAULTS = {
-    "batch_size": 64,
-    "drop_last": False,
-    "on_error": "raise",
-    "max_pixels": 100_000_000,
-    "exclude": None,
-    "read_timeout": 60.0,
-}
+#: The data keywords as DALIIterator passes them when none is given.
+DEFAULTS = {key: getattr(DataSpec, key) for key in DATA_KEYS}
 
 
 def test_a_path_is_a_zip_archive_when_it_ends_in_zip_and_a_folder_otherwise() -> None:

@@ -11,20 +11,15 @@ import numpy as np
 import pytest
 
 from dali_pipes import ConfigError, DataError
-from dali_pipes.data.given import open_data
+from dali_pipes.data.given import DATA_KEYS, open_data
 from dali_pipes.data.hf_dataset import dataset_source
+from dali_pipes.data.specs import DataSpec
 
 datasets = pytest.importorskip("datasets")
 
 JPEG = b"\xff\xd8\xff\xe0 pretend"
-DEFAULTS = {
-    "batch_size": 64,
-    "drop_last": False,
-    "on_error": "raise",
-    "max_pixels": 100_000_000,
-    "exclude": None,
-    "read_timeout": 60.0,
-}
+#: The data keywords as DALIIterator passes them when none is given.
+DEFAULTS = {key: getattr(DataSpec, key) for key in DATA_KEYS}
 
 
 def test_rows_are_the_images_bytes_in_the_datasets_own_order_without_pil(
