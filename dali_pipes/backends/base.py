@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,9 @@ __all__ = [
     "Images",
     "Loader",
     "each_view",
+    "has_views",
     "loader_devices",
+    "stack_samples",
     "views_of",
 ]
 
@@ -39,15 +41,31 @@ Images = torch.Tensor | list[torch.Tensor]
 Batch = tuple[Any, torch.Tensor]
 
 
+def has_views(images: Images) -> bool:
+    """Whether a batch's (or one sample's) images are views, one tensor each, rather than
+    one tensor: the one place a batch with views is told from a plain one."""
+    return isinstance(images, list)
+
+
 def views_of(images: Images) -> list[torch.Tensor]:
-    """A batch's images as a list of tensors: each view's, or the one of a plain split.
-    Where a batch with views is told from a plain one (with :func:`each_view`)."""
+    """A batch's images as a list of tensors: each view's, or the one of a plain split."""
     return images if isinstance(images, list) else [images]
 
 
 def each_view(fn: Callable[[torch.Tensor], torch.Tensor], images: Images) -> Images:
     """``fn`` applied to a batch's images, or to each view's tensor."""
     return [fn(view) for view in images] if isinstance(images, list) else fn(images)
+
+
+def stack_samples(samples: Sequence[Images]) -> Images:
+    """Samples' images (each ``[3, H, W]``, or a list of views) as one batch: one
+    ``[N, 3, H, W]`` tensor, or for views a list with one such tensor per view."""
+    if not samples:
+        return torch.empty(0, dtype=torch.uint8)
+    if isinstance(samples[0], list):
+        per_sample = [views_of(s) for s in samples]
+        return [torch.stack([views[v] for views in per_sample]) for v in range(len(per_sample[0]))]
+    return torch.stack([views_of(s)[0] for s in samples])
 
 
 def first_channel(images: torch.Tensor, channels_last: bool) -> torch.Tensor:

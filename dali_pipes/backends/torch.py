@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.augment.geometry_torch import apply_row
-from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices
+from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices, stack_samples
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.data.interface import images_of
@@ -125,12 +125,7 @@ class _Collated(NamedTuple):
 
 
 def _collate(samples: list[_Sample]) -> _Collated:
-    good = [s.image for s in samples if s.image is not None]
-    images: Images = torch.empty(0, dtype=torch.uint8)
-    if good and isinstance(good[0], list):  # views: one tensor per view
-        images = [torch.stack([views[v] for views in good]) for v in range(len(good[0]))]
-    elif good:
-        images = torch.stack(good)  # type: ignore[arg-type]
+    images = stack_samples([s.image for s in samples if s.image is not None])
     labels = torch.tensor([s.label for s in samples if s.image is not None], dtype=torch.int64)
     return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 

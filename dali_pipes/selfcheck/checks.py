@@ -26,6 +26,7 @@ from dali_pipes.augment.auto.layout import KINDS
 from dali_pipes.augment.auto.slots import SlotOp
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends import create_loader
+from dali_pipes.backends.base import has_views, views_of
 from dali_pipes.backends.cache.gpu import DaliCachedLoader
 from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import LoaderSpec
@@ -96,8 +97,8 @@ def batches(loader: Any, epoch: int = EPOCH) -> torch.Tensor:
 
 def flat(images: Any) -> torch.Tensor:
     """A batch's images as they are, or a batch of views flattened into one tensor."""
-    if isinstance(images, list):
-        return torch.cat([view.flatten() for view in images])
+    if has_views(images):
+        return torch.cat([view.flatten() for view in views_of(images)])
     return torch.as_tensor(images)
 
 

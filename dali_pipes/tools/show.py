@@ -31,7 +31,7 @@ import torch
 from omegaconf import DictConfig
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.base import Images, each_view
+from dali_pipes.backends.base import Images, each_view, has_views
 from dali_pipes.backends.handover import pixels
 from dali_pipes.config import cli
 from dali_pipes.config.compose import compose_config, load_saved_config
@@ -165,7 +165,7 @@ def grid_rows(
     then the amplified difference between the first and the last column; for a split
     with views, each sample's views side by side in one row per column, and a row of their
     differences."""
-    if isinstance(shown[0].images, list):
+    if has_views(shown[0].images):
         return _view_rows(shown, augment, count, amplify)
     seen = [pixels(s.images, augment) for s in shown if isinstance(s.images, torch.Tensor)]
     header = [s.column for s in shown]
@@ -245,7 +245,7 @@ def run_show(cfg: DictConfig) -> dict[str, Any]:
     rows, header, titles = grid_rows(shown, augment, show.samples, show.amplify)
     save_png(draw_grid(rows, header, show.tile, title, titles), out)
     samples = min(show.samples, len(shown[0].labels))
-    views = f" x {len(shown[0].images)} views" if isinstance(shown[0].images, list) else ""
+    views = f" x {len(shown[0].images)} views" if has_views(shown[0].images) else ""
     print(f"{samples} samples{views} x {len(shown)} backends written to {out}")
     return {"out": out, "shown": shown}
 
