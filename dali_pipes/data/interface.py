@@ -37,7 +37,6 @@ import numpy as np
 from dali_pipes.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dali_pipes.data.shards import ShardLayout
     from dali_pipes.image.decode import Blob
 
 #: A batch of sample indices, as the sampler hands them out.
@@ -138,14 +137,27 @@ class Rejects(Protocol):
 
 
 @runtime_checkable
-class PackedShards(Protocol):
-    """A source over shards written by ``pack``: where they are on a local disk the DALI
-    backend reads them with DALI's own webdataset reader
-    (:mod:`dali_pipes.backends.dali.webdataset`)."""
+class StoredFormat(Protocol):
+    """Where and how a source's samples are stored, for a backend's own reader of that
+    format: ``format_name`` says which format it is (``"webdataset"``: ``pack``'s shards)."""
 
     @property
-    def layout(self) -> ShardLayout | None:
-        """The shards' layout, or None when the source is not packed."""
+    def format_name(self) -> str:
+        """The stored format's name, which a backend's own readers are registered under."""
+        ...
+
+
+@runtime_checkable
+class StoredAs(Protocol):
+    """A source whose samples a backend may read with a reader of its own for their stored
+    format, instead of through ``read`` (the DALI backend reads ``pack``'s shards on a
+    local disk with DALI's webdataset reader). The backend uses its reader only when it
+    has one registered for ``format_name``; the reader must deliver the planned samples,
+    so order, sharding and augmentation stay the sampler's."""
+
+    def stored_format(self) -> StoredFormat | None:
+        """The samples' stored format, or None when no backend reader applies to this
+        instance (shards in a bucket are read through the source's ranged reads)."""
         ...
 
 

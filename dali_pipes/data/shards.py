@@ -310,6 +310,12 @@ class ShardLayout:
         return not any(is_url(t) for t in self.tars[:1])
 
     @property
+    def format_name(self) -> str:
+        """The shards' stored format (:class:`~dali_pipes.data.interface.StoredFormat`):
+        WebDataset tars with DALI's index files."""
+        return "webdataset"
+
+    @property
     def num_shards(self) -> int:
         """How many shards the pack has."""
         return len(self.tars)

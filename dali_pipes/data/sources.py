@@ -120,8 +120,8 @@ class ShardSource:
 
     ``files`` names every sample ``shard.tar:member``. Besides the
     :class:`~dali_pipes.data.interface.Source` interface it offers the ``blocks`` (the
-    shards, which the sampler visits in turn) and ``layout`` capabilities (DALI's own
-    webdataset reader reads shards on a local disk).
+    shards, which the sampler visits in turn) and ``stored_format`` capabilities (a
+    backend's own webdataset reader may read shards on a local disk).
     """
 
     root: str
@@ -168,6 +168,11 @@ class ShardSource:
     def blocks(self) -> Blocks:
         """The shards: the sampler reads a split shard by shard."""
         return self.layout
+
+    def stored_format(self) -> ShardLayout | None:
+        """The shards as WebDataset tars, when they are on a local disk (a backend's own
+        reader reads those); None for shards in a bucket."""
+        return self.layout if self.layout.on_disk else None
 
     @property
     def num_classes(self) -> int:

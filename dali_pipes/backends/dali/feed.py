@@ -35,7 +35,7 @@ from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.columns import Fed, View, Window
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
-from dali_pipes.backends.dali.webdataset import WebdatasetStream
+from dali_pipes.backends.dali.stored import StoredReader
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import LocalFiles, images_of
 from dali_pipes.data.substitutes import Slot
@@ -128,7 +128,7 @@ class Feed:
         bad: BadFiles,
         read_ahead: int,
         threads: int,
-        stream: WebdatasetStream | None = None,
+        stream: StoredReader | None = None,
     ) -> None:
         # Holds what it needs, not the loader: the pipeline holds this callback, and a
         # loader -> pipeline -> callback -> loader cycle would delay freeing them all.

@@ -57,10 +57,9 @@ from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sam
 from dali_pipes.backends.dali.feed import Feed, InFlight
 from dali_pipes.backends.dali.graph import DaliGraph, EncodedFiles, GraphDevices, GraphInputs
 from dali_pipes.backends.dali.outputs import to_torch
-from dali_pipes.backends.dali.webdataset import WebdatasetStream
+from dali_pipes.backends.dali.stored import stored_reader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
-from dali_pipes.data.interface import PackedShards, Source, images_of
-from dali_pipes.data.sampling import StreamSampler
+from dali_pipes.data.interface import Source, images_of
 from dali_pipes.errors import ConfigError, DeviceError
 from dali_pipes.runtime.distributed import cpu_share
 
@@ -117,16 +116,13 @@ class DaliLoader(Loader):
 
     def _make_feed(self) -> Feed:
         """The ``external_source`` callback: reads the planned files a few batches ahead
-        (a packed dataset on a local disk through DALI's webdataset reader; shards in a
+        (through DALI's own reader where the source names a stored format that one is
+        registered for, :mod:`.stored`: ``pack``'s shards on a local disk; shards in a
         bucket through the source's ranged reads, whose retries, deadlines and bad-file
         handling DALI's own S3 reader does not have)."""
         spec = self.spec
         read_ahead = max(1, self.options.read_ahead + self.options.prefetch_queue_depth)
-        stream = None
-        layout = spec.source.layout if isinstance(spec.source, PackedShards) else None
-        if layout is not None and layout.on_disk:
-            assert isinstance(self.rank_sampler, StreamSampler)
-            stream = WebdatasetStream(layout, spec.source.labels, self.rank_sampler)
+        stream = stored_reader(self._image_source(), self.rank_sampler)
         threads = min(8, max(2, self.num_threads))
         return Feed(spec, self.bad, read_ahead, threads=threads, stream=stream)
 

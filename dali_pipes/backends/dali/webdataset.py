@@ -19,9 +19,20 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.backends.base import EpochPlan
-from dali_pipes.data.sampling import StreamSampler
+from dali_pipes.data.interface import Source, StoredFormat
+from dali_pipes.data.sampling import RankSampler, StreamSampler
 from dali_pipes.data.shards import IMAGE_EXTS, ShardLayout, require_index
 from dali_pipes.errors import DataError
+
+
+def webdataset_reader(
+    source: Source, stored: StoredFormat, sampler: RankSampler
+) -> WebdatasetStream | None:
+    """The reader of ``pack``'s shards (registered for ``"webdataset"`` in :mod:`.stored`),
+    when the sampler plans them as a stream of shards."""
+    if not isinstance(stored, ShardLayout) or not isinstance(sampler, StreamSampler):
+        return None
+    return WebdatasetStream(stored, source.labels, sampler)
 
 
 class WebdatasetStream:
