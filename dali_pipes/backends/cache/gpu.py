@@ -35,7 +35,7 @@ import torch
 from dali_pipes.backends.base import BadFiles
 from dali_pipes.backends.cache.store import DecodedImages, cached_batch
 from dali_pipes.backends.dali.failures import Failure
-from dali_pipes.backends.dali.feed import Feed, InFlight, Read
+from dali_pipes.backends.dali.feed import Feed, InFlight, ToFeed
 from dali_pipes.backends.dali.graph import CachedPixels, GraphInputs
 from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
@@ -60,7 +60,7 @@ class _CachedFeed(Feed):
         for part in self._parts:
             part.clear()
 
-    def _next_batch(self) -> tuple[int, np.ndarray, Read]:
+    def _next_batch(self) -> ToFeed:
         """The next plan batch's decoded images (those that failed to decode substituted,
         or with ``on_error=drop`` left out)."""
         plan = self._plan
@@ -80,8 +80,7 @@ class _CachedFeed(Feed):
                 sizes = np.asarray([image.shape[:2] for image in kept])
                 # DALI takes host images as NumPy arrays (views), GPU ones as they are.
                 pixels = [image.numpy() if image.device.type == "cpu" else image for image in kept]
-                ok = np.zeros(len(keep), bool)
-                return position, np.asarray(keep), Read(pixels, sizes, ok, None, pixels)
+                return ToFeed(position, np.asarray(keep), pixels, sizes, None, None)
         raise StopIteration
 
     def _take(self, part: int) -> Any:

@@ -78,17 +78,38 @@ class Columns(NamedTuple):
     dali: tuple[Any, ...]
 
 
-class Read(NamedTuple):
-    """One planned batch as read ahead and checked. A batch whose every file is good has
-    its ``images`` and ``columns`` made on the read thread; one with a bad file has
-    neither until it is mended (then its columns are drawn when it is fed)."""
+class Ready(NamedTuple):
+    """A batch whose every file was good, made ready on the read thread: its images column
+    and its columns as DALI takes them."""
 
-    blobs: list[Any]  # each file's bytes or why it is bad (read, header); the cache: pixels
+    images: Any
+    columns: Columns
+
+
+class Read(NamedTuple):
+    """One planned batch as read ahead and checked."""
+
+    blobs: list[Any]  # each file's bytes or why it is bad (read, header)
     sizes: np.ndarray  # [n, 2] height, width from the header (zero for a bad file)
     bad: np.ndarray  # bool [n]: the read or the header check failed
     local: LocalBatch | None  # the buffers of a local read, reused once DALI has the bytes
-    images: Any = None  # the images column as DALI takes it, once every file is good
-    columns: Columns | None = None  # drawn on the read thread, when every file was good
+    #: the batch made ready on the read thread when every file was good; None when one was
+    #: bad: then it is mended when its turn comes (:meth:`Feed._mend`)
+    ready: Ready | None
+
+
+class ToFeed(NamedTuple):
+    """The next batch to feed DALI: its plan position, the samples it holds (bad ones
+    substituted or left out), their images and header sizes, and the buffers of a local
+    read. ``drawn``: its columns when the read thread drew them; None when they are drawn
+    as it is fed (a mended batch, the cache's decoded images)."""
+
+    position: int
+    indices: np.ndarray
+    images: Any  # encoded files (or the cache's pixels), as DALI takes them
+    sizes: np.ndarray
+    local: LocalBatch | None
+    drawn: Columns | None
 
 
 def _dali_batch(blobs: list[Any]) -> Any:
@@ -186,13 +207,13 @@ class Feed:
             blobs = (self.stream or self.source).read(batch)
         sizes, bad = self.sizes.check(batch, blobs, self.source.name)
         if bad.any():
-            return Read(blobs, sizes, bad, local)
+            return Read(blobs, sizes, bad, local, None)
         images = blobs if local is None else _dali_batch(blobs)
         fed = self._columns(epoch, batch, images, sizes)
-        return Read(blobs, sizes, bad, local, images, Columns(fed, _dali_columns(fed)))
+        return Read(blobs, sizes, bad, local, Ready(images, Columns(fed, _dali_columns(fed))))
 
-    def _next_batch(self) -> tuple[int, np.ndarray, Read]:
-        """The next plan batch with its good files: position, indices, and their read.
+    def _next_batch(self) -> ToFeed:
+        """The next plan batch with its good files.
 
         A bad file (its read or header failed, or DALI's decoder rejected it earlier) is
         replaced by its substitute under ``on_error=skip`` and left out under ``drop``.
@@ -203,12 +224,12 @@ class Feed:
             read = self._ahead.take(position)
             self._next += 1
             bad = read.bad | self._known_bad(batch)
-            if not bad.any():
-                return position, batch, read
+            ready = read.ready
+            if ready is not None and not bad.any():
+                return ToFeed(position, batch, ready.images, read.sizes, read.local, ready.columns)
             indices, blobs, sizes = self._mend(position, batch, read, bad)
             if len(indices):
-                mended = read._replace(images=blobs, sizes=sizes, columns=None)
-                return position, indices, mended
+                return ToFeed(position, indices, blobs, sizes, read.local, None)
             self._recycle(read.local)  # nothing of it goes to DALI
         raise StopIteration
 
@@ -284,14 +305,15 @@ class Feed:
     def _batch(self) -> tuple[Fed, tuple[Any, ...] | None]:
         """The next batch's columns, and the same as DALI takes them if they were made on
         the read thread (else None)."""
-        position, indices, read = self._next_batch()
-        if read.columns is None:  # mended, or not read ahead (the cache's pixels)
-            fed, dali = self._columns(self._plan.epoch, indices, read.images, read.sizes), None
+        batch = self._next_batch()
+        if batch.drawn is None:  # mended, or not read ahead (the cache's pixels)
+            epoch = self._plan.epoch
+            fed, dali = self._columns(epoch, batch.indices, batch.images, batch.sizes), None
         else:
-            fed, dali = read.columns
+            fed, dali = batch.drawn
         decoded = fed.decoded()
         self.in_flight.append(
-            InFlight(position, indices, decoded.anchor, decoded.shape, read.local)
+            InFlight(batch.position, batch.indices, decoded.anchor, decoded.shape, batch.local)
         )
         return fed, dali
 
