@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from dali_pipes.data.interface import Blocks, Indices, Labelled, SampleStat, Source
+from dali_pipes.data.listing import ClassListing
 from dali_pipes.data.manifest import read_manifest
-from dali_pipes.data.policy import OnError
 from dali_pipes.data.registry import SPLITS, open_source
 from dali_pipes.data.shard_reader import ShardReader
 from dali_pipes.data.shards import ShardLayout, open_split
@@ -32,10 +32,10 @@ from dali_pipes.data.specs import (
     SyntheticData,
 )
 from dali_pipes.data.storage import Storage, is_url, join, storage_for
-from dali_pipes.data.walk import kind_of, walk
+from dali_pipes.data.walk import walk
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
-from dali_pipes.image.headers import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
+from dali_pipes.image.headers import IMAGE_EXTENSIONS
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
@@ -225,22 +225,10 @@ def discover_folder(
     top = join(root)
     tree = _bucket_tree(top) if is_url(top) else _FolderTree(Path(top))
     classes = tree.classes()
-    listing = _Listing(on_error, excluded)
-    for index, name in enumerate(classes):
-        excluded_before = listing.excluded_count
-        folder = join(top, name)
-        if listing.add_class(tree.entries(name), index) == 0:
-            message = (
-                f"class folder {folder} has no usable images "
-                f"({', '.join(IMAGE_EXTENSIONS)}); add images or remove the folder"
-            )
-            if listing.excluded_count > excluded_before:  # the user left them out: no mistake
-                message = f"every image of class folder {folder} is in the scan manifest"
-            elif not OnError(on_error).tolerates:
-                raise DataError(message)
-            log.warning("%s (class %d kept, with no samples)", message, index)
-    if listing.ignored:
-        log.info("%s: ignored %d files without an image extension", top, listing.ignored)
+    listing = ClassListing(on_error, excluded, _manifest_key)
+    for label, name in enumerate(classes):
+        listing.add_class(join(top, name), tree.entries(name), label)
+    listing.log_ignored(top)
     return FolderSource(
         root=top,
         files=tuple(listing.files),
@@ -251,50 +239,9 @@ def discover_folder(
     )
 
 
-@dataclass
-class _Listing:
-    """What :func:`discover_folder` has found so far: samples, files left out, others."""
-
-    on_error: str
-    excluded: dict[str, str]
-    files: list[str] = field(default_factory=list)
-    labels: list[int] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    ignored: int = 0
-    excluded_count: int = 0  # files left out because the scan manifest lists them
-
-    def add_class(self, entries: list[tuple[str, bool]], label: int) -> int:
-        """List one class folder's ``(path, is a regular file)`` entries, in ImageFolder
-        order, under ``label``; how many were kept."""
-        found = 0
-        for path, regular in entries:
-            ext = os.path.splitext(path)[1].lower()
-            if ext in IMAGE_EXTENSIONS:
-                if not regular:
-                    self._reject(path, f"is not a regular file ({kind_of(path)}); replace it")
-                elif (
-                    reason := self.excluded.get(path if is_url(path) else str(Path(path).resolve()))
-                    if self.excluded
-                    else None
-                ):
-                    self.rejected.append((path, f"in the scan manifest: {reason}"))
-                    self.excluded_count += 1
-                else:
-                    self.files.append(path)
-                    self.labels.append(label)
-                    found += 1
-            elif ext in UNSUPPORTED_EXTENSIONS:
-                self._reject(path, f"{ext} images are not supported; convert it to JPEG or PNG")
-            else:
-                self.ignored += 1
-        return found
-
-    def _reject(self, path: str, message: str) -> None:
-        OnError(self.on_error).judge(
-            path,
-            DataError(f"{path}: {message}, or remove it"),
-            lambda _, __: self.rejected.append((path, message)),
-        )
+def _manifest_key(path: str) -> str:
+    """How the scan manifest names a file: its resolved path (an object: its URL)."""
+    return path if is_url(path) else str(Path(path).resolve())
 
 
 @dataclass(frozen=True)

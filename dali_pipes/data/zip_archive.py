@@ -31,13 +31,12 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.data.interface import Indices, SampleStat
+from dali_pipes.data.listing import ClassListing
 from dali_pipes.data.manifest import read_manifest
-from dali_pipes.data.policy import OnError
 from dali_pipes.data.specs import DataSpec
 from dali_pipes.data.storage import is_url
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
-from dali_pipes.image.headers import IMAGE_EXTENSIONS, UNSUPPORTED_EXTENSIONS
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT, read_all
 
 log = logging.getLogger(__name__)
@@ -173,47 +172,24 @@ def _listing(archive: str, folder: str, infos: list[zipfile.ZipInfo], data: ZipD
             "(set data.train_dir / data.val_dir to the folder that holds them)"
         )
     excluded = read_manifest(data.exclude) if data.exclude else {}
-    policy = OnError(data.on_error)
+    listing = ClassListing(data.on_error, excluded)
     classes = sorted(by_class)
-    kept: list[tuple[zipfile.ZipInfo, int]] = []
-    rejected: list[tuple[str, str]] = []
-
-    def reject(name: str, reason: str) -> None:
-        policy.judge(
-            name, DataError(f"{name}: {reason}"), lambda _, __: rejected.append((name, reason))
-        )
-
+    infos_by_name: dict[str, zipfile.ZipInfo] = {}
     for label, cls in enumerate(classes):
         members = sorted(by_class[cls], key=lambda i: posixpath.split(i.filename))
-        before = len(kept), len(rejected)
-        for info in members:
-            name = f"{archive}:{info.filename}"
-            ext = os.path.splitext(info.filename)[1].lower()
-            if ext in UNSUPPORTED_EXTENSIONS:
-                reject(name, f"{ext} images are not supported; convert it to JPEG or PNG")
-            elif ext in IMAGE_EXTENSIONS and name in excluded:
-                rejected.append((name, f"in the scan manifest: {excluded[name]}"))
-            elif ext in IMAGE_EXTENSIONS:
-                kept.append((info, label))
-        if len(kept) == before[0]:
-            _empty_class(f"{archive}:{prefix}{cls}", policy, manifested=len(rejected) > before[1])
+        named = {f"{archive}:{info.filename}": info for info in members}
+        infos_by_name.update(named)
+        listing.add_class(f"{archive}:{prefix}{cls}", ((n, True) for n in named), label)
+    listing.log_ignored(where)
+    kept = [infos_by_name[name] for name in listing.files]
     return ZipSource(
         archive=archive,
-        members=tuple(info.filename for info, _ in kept),
-        labels=np.asarray([label for _, label in kept], dtype=np.int64),
+        members=tuple(info.filename for info in kept),
+        labels=np.asarray(listing.labels, dtype=np.int64),
         classes=tuple(classes),
         folder=folder,
-        sizes=tuple(info.file_size for info, _ in kept),
-        crcs=tuple(info.CRC for info, _ in kept),
-        rejected=tuple(rejected),
+        sizes=tuple(info.file_size for info in kept),
+        crcs=tuple(info.CRC for info in kept),
+        rejected=tuple(listing.rejected),
         read_timeout=data.read_timeout,
     )
-
-
-def _empty_class(folder: str, policy: OnError, *, manifested: bool) -> None:
-    """A class folder without a usable image: an error under ``raise`` (as for a folder on
-    disk), else a warning; the class keeps its label either way."""
-    message = f"class folder {folder} has no usable images; add images or remove the folder"
-    if not policy.tolerates and not manifested:
-        raise DataError(message)
-    log.warning("%s (class kept, with no samples)", message)
