@@ -44,7 +44,7 @@ LAYERS = (
     "top",
 )
 MAX_TOP_MODULES = 12
-MAX_LINES = {"module": 500, "class": 250, "function": 60}
+MAX_LINES = {"module": 450, "class": 250, "function": 60}
 
 
 def layer(module: str) -> str:
