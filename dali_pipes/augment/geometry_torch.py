@@ -101,17 +101,19 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
 
 
 def window_of(
-    image: torch.Tensor, window: tuple[int, int, int, int], fill: tuple[int, int, int] | None
+    image: torch.Tensor, window: tuple[int, int, int, int], fill: tuple[int, ...] | None
 ) -> torch.Tensor:
-    """The ``window`` (x, y, w, h) of a ``[3, H, W]`` image; with ``fill``, the window's
-    pixels past the image are ``fill`` (torchvision's constant padding), else a window
-    lies inside its image (the crops without padding plan no other)."""
+    """The ``window`` (x, y, w, h) of a ``[C, H, W]`` image (or mask); with ``fill`` (one
+    value per channel, or one for all), the window's pixels past the image are ``fill``
+    (torchvision's constant padding), else a window lies inside its image (the crops
+    without padding plan no other)."""
     x, y, w, h = window
     height, width = image.shape[-2:]
     inside = x >= 0 and y >= 0 and x + w <= width and y + h <= height
     if fill is None or inside:
         return image[:, y : y + h, x : x + w]
-    region = torch.tensor(fill, dtype=image.dtype).view(3, 1, 1).repeat(1, h, w)
+    region = torch.empty((image.shape[0], h, w), dtype=image.dtype)
+    region[:] = torch.tensor(fill, dtype=image.dtype).view(-1, 1, 1)
     top, left = max(y, 0), max(x, 0)
     bottom, right = min(y + h, height), min(x + w, width)
     if top < bottom and left < right:
