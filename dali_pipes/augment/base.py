@@ -12,7 +12,10 @@ equal the field names). It owns, in one module:
 - :meth:`Op.dali`: its DALI realisation, fed the same parameters through
   ``external_source`` (per-sample choices use DALI conditionals);
 - :meth:`Op.torchvision`: the torchvision v2 transform a user would write for it (the
-  ``bench`` baseline).
+  ``bench`` baseline);
+- for detection and segmentation, how it moves a sample's boxes (:meth:`Op.move_boxes`,
+  on the drawn parameters, in NumPy) and masks (:meth:`Op.move_mask_torch`,
+  :meth:`Op.move_masks_dali`): an op that keeps every pixel in place leaves them alone.
 
 ``@register_op`` puts a class into the registry under its ``name``; a user registers
 their own op the same way, from their own module, and names it in the config.
@@ -20,9 +23,8 @@ their own op the same way, from their own module, and names it in the config.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
@@ -33,8 +35,10 @@ from dali_pipes.registry import Registry
 
 if TYPE_CHECKING:
     import torch
+    from torch import Tensor
 
     from dali_pipes.augment.geometry import Geometry
+    from dali_pipes.augment.targets.boxes import Boxes
 
 #: One op's parameters for a batch: name -> array with the batch as its first axis.
 Params = dict[str, np.ndarray]
@@ -146,6 +150,41 @@ class Op(ABC):
     def torchvision(self) -> Any:
         """The torchvision v2 transform a user would write for this op."""
         raise NotImplementedError(f"{self.name} has no torchvision equivalent")
+
+    # ------------------------------------------------------------ boxes and masks
+
+    #: True when the op leaves every pixel where it is (colour, blur): a sample's boxes
+    #: and masks are the same after it. Pointwise ops are such ops.
+    keeps_places: ClassVar[bool] = False
+
+    def moves_targets(self) -> bool:
+        """Whether boxes and masks pass through this op: it keeps pixels in place, or it
+        says how it moves them (overriding the three ``move_*`` methods)."""
+        return self.pointwise or self.keeps_places
+
+    def move_boxes(self, boxes: Boxes, params: Params, ctx: Context) -> Boxes:
+        """The batch's boxes after this op, from its drawn ``params`` (the boxes of the
+        images it is given, in their pixels)."""
+        self.require_targets()
+        return boxes
+
+    def move_mask_torch(self, mask: Tensor, p: Row, ctx: Context) -> Tensor:
+        """One sample's uint8 ``[C, H, W]`` mask after this op (nearest neighbour)."""
+        self.require_targets()
+        return mask
+
+    def move_masks_dali(self, masks: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        """The batch's uint8 HWC masks after this op, in DALI (nearest neighbour)."""
+        self.require_targets()
+        return masks
+
+    def require_targets(self) -> None:
+        """Refuse, in one line naming the op, to move boxes and masks it cannot move."""
+        if not self.moves_targets():
+            raise ConfigError(
+                f"augment op {self.name} moves pixels but not boxes and masks; a detection or "
+                "segmentation pipeline takes crops, flips and colour ops: remove it there"
+            )
 
 
 #: The crops' resize filters: torchvision's antialiased ``InterpolationMode`` of each.
@@ -300,119 +339,3 @@ def build_op(entry: Any, key: str, default_name: str | None = None, crop: bool =
     if isinstance(op, CropOp) != crop:
         raise ConfigError(f"{key}: {op.name} cannot be used as a{' crop' if crop else 'n op'}")
     return op
-
-
-# --------------------------------------------------------------------------- parameters
-
-
-def number(
-    op: Any,
-    name: str,
-    lo: float | None = None,
-    hi: float | None = None,
-    *,
-    integer: bool = False,
-) -> float:
-    """Coerce field ``name`` of ``op`` to a number within [lo, hi]; return it.
-
-    The error names only the field: :func:`build_op` puts the op's key in front.
-    """
-    raw = getattr(op, name)
-    bounds = " and ".join(
-        b for b in (f">= {lo}" if lo is not None else "", f"<= {hi}" if hi is not None else "") if b
-    )
-    need = f"expected {'an integer' if integer else 'a number'} {bounds}".strip()
-    ok = isinstance(raw, int | float) and not isinstance(raw, bool) and not math.isnan(raw)
-    if ok and integer:
-        ok = float(raw).is_integer()
-    value = (int(raw) if integer else float(raw)) if ok else 0
-    ok = ok and (lo is None or value >= lo) and (hi is None or value <= hi)
-    require(ok, name, raw, need)
-    object.__setattr__(op, name, value)
-    return float(value)
-
-
-def pair(op: Any, name: str) -> tuple[float, float]:
-    """Coerce a ``[low, high]`` field to a tuple of two floats with low <= high."""
-    value = getattr(op, name)
-    ok = isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
-    if ok:
-        try:
-            value = (float(value[0]), float(value[1]))
-        except (TypeError, ValueError):
-            ok = False
-    require(ok and value[0] <= value[1], name, getattr(op, name), "expected [low, high]")
-    object.__setattr__(op, name, value)
-    return value
-
-
-def span(
-    op: Any, name: str, center: float, bound: tuple[float, float], clip_low: bool
-) -> tuple[float, float] | None:
-    """torchvision ``ColorJitter``'s rule: ``v`` means [center - v, center + v] (the low end
-    clipped at ``bound[0]`` when ``clip_low``), ``[lo, hi]`` is taken as given; ``None``
-    when the range is the identity (then the component is skipped, as torchvision does)."""
-    value = getattr(op, name)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        require(value >= 0, name, value, "must be >= 0")
-        object.__setattr__(op, name, float(value))
-        lo, hi = center - float(value), center + float(value)
-        if clip_low:
-            lo = max(lo, bound[0])
-    else:
-        lo, hi = pair(op, name)
-    require(
-        bound[0] <= lo <= hi <= bound[1],
-        name,
-        getattr(op, name),
-        f"the range must lie within [{bound[0]}, {bound[1]}]",
-    )
-    return None if lo == hi == center else (lo, hi)
-
-
-def side_or_shape(op: Any, name: str, *, optional: bool = False) -> int | tuple[int, int] | None:
-    """Coerce a size field to an int (one side) or a ``(height, width)`` tuple of positive
-    ints (``[s]`` is ``s``, as torchvision reads it); None only when ``optional``."""
-    value = getattr(op, name)
-    if value is None and optional:
-        return None
-    if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 1:
-        value = value[0]
-    ok = False
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        ok = float(value).is_integer() and value >= 1
-        value = int(value) if ok else value
-    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-        ok = all(
-            isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
-            for v in value
-        )
-        value = (int(value[0]), int(value[1])) if ok else value
-        ok = ok and min(value) >= 1
-    need = "expected a positive int or [height, width]" + (", or null" if optional else "")
-    require(ok, name, getattr(op, name), need)
-    object.__setattr__(op, name, value)
-    return value
-
-
-def shape_of(size: int | tuple[int, int]) -> tuple[int, int]:
-    """(height, width) of a size that is one side or (height, width)."""
-    return (size, size) if isinstance(size, int) else size
-
-
-def fill_of(op: Any, name: str) -> tuple[int, int, int]:
-    """Coerce a padding fill (one grey level 0..255, or one per RGB channel) to three."""
-    value = getattr(op, name)
-    values = (
-        [value] * 3 if isinstance(value, int | float) and not isinstance(value, bool) else value
-    )
-    ok = isinstance(values, Sequence) and not isinstance(values, str) and len(values) == 3
-    ok = ok and all(
-        isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
-        for v in values
-    )
-    ok = ok and all(0 <= v <= 255 for v in values)
-    require(ok, name, value, "expected a grey level 0..255 or three, one per RGB channel")
-    fill = (int(values[0]), int(values[1]), int(values[2]))
-    object.__setattr__(op, name, fill[0] if len(set(fill)) == 1 else fill)
-    return fill

@@ -42,6 +42,19 @@ class Geometry:
         end = (self.crop + np.asarray(self.out)) * scale
         return start.astype(np.float32), end.astype(np.float32)
 
+    def nearest_roi(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ROI at which DALI's nearest-neighbour resize samples the source pixels
+        torchvision's ``NEAREST`` resize of the whole window then the crop takes: output
+        pixel ``o`` takes source pixel ``floor((o + crop) * scale)``. DALI samples pixel
+        centres, so the ROI starts half a source pixel early; and half the step between the
+        positions that can occur (multiples of ``1 / resize``) later, so that no position
+        sits on a pixel edge where float rounding could pick either side. What masks are
+        resampled with."""
+        scale = self.window[:, [3, 2]] / self.resize
+        start = (self.crop - 0.5) * scale + 0.5 / self.resize
+        end = start + np.asarray(self.out) * scale
+        return start.astype(np.float32), end.astype(np.float32)
+
     def decode_window(self) -> tuple[np.ndarray, np.ndarray]:
         """The window as DALI's decoders slice it: anchor (x, y) and shape (w, h), float32."""
         return self.window[:, :2].astype(np.float32), self.window[:, 2:].astype(np.float32)

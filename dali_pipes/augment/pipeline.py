@@ -24,6 +24,8 @@ from dali_pipes.augment.base import Context, CropOp, Op, Params, build_op
 from dali_pipes.augment.geometry import Geometry
 from dali_pipes.augment.keyed import VIEW_COUNTERS, uniforms
 from dali_pipes.augment.ops.flip import HorizontalFlip
+from dali_pipes.augment.targets.boxes import Boxes, sanitized, through_geometry
+from dali_pipes.augment.targets.masks_torch import mask_row
 from dali_pipes.errors import ConfigError
 
 
@@ -94,6 +96,12 @@ class Pipeline:
         """The same pipeline as torchvision v2 transforms (what a user would write)."""
         return [self.crop.torchvision(), *(op.torchvision() for op in self.ops)]
 
+    @cached_property
+    def targets(self) -> Targets:
+        """How this pipeline moves boxes and masks; refused in one line naming an op
+        that cannot move them."""
+        return Targets(self)
+
     # ----------------------------------------------------------------- DALI
 
     @cached_property
@@ -160,6 +168,46 @@ class Pipeline:
                 images = op.dali(images, per_op[k], ctx)
         mirror = per_op[self.fused_flip]["flip"] if self.fused_flip is not None else None
         return images, mirror
+
+
+class Targets:
+    """The pipeline's boxes and masks: moved by the crop's geometry, then by each op, from
+    the same :class:`Draw` as the images (:mod:`dali_pipes.augment.targets`)."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        for op in pipeline.ops:
+            op.require_targets()  # one line naming an op that cannot move them
+        self.pipeline = pipeline
+
+    def boxes(self, draw: Draw, boxes: Boxes, min_size: float = 1.0) -> tuple[Boxes, np.ndarray]:
+        """``boxes`` (source pixels) in the output images, clipped, with those under
+        ``min_size`` dropped: the kept boxes and which were kept (for their masks)."""
+        ctx = Context(size=draw.geometry.out)
+        moved = through_geometry(boxes, draw.geometry)
+        for k, op in enumerate(self.pipeline.ops):
+            moved = op.move_boxes(moved, draw.params[k], ctx)
+        return sanitized(moved, draw.geometry.out, min_size)
+
+    def mask_torch(self, mask: torch.Tensor, draw: Draw, j: int, fill: int = 0) -> torch.Tensor:
+        """Sample ``j``'s uint8 ``[C, H, W]`` mask in its output image (nearest neighbour;
+        window pixels past the image are ``fill``)."""
+        ctx = Context(size=draw.geometry.out)
+        mask = mask_row(mask, draw.geometry, j, fill)
+        for k, op in enumerate(self.pipeline.ops):
+            mask = op.move_mask_torch(mask, draw.row(k, j), ctx)
+        return mask
+
+    def masks_dali(self, masks: Any, fed: Sequence[Any], ctx: Context) -> Any:
+        """The ops on the batch's uint8 HWC masks in DALI, already through the geometry
+        (:func:`~dali_pipes.augment.targets.masks_dali.masks_through_geometry`); ``fed``
+        are the DataNodes of :meth:`Pipeline.feed`'s arrays."""
+        pipeline = self.pipeline
+        per_op: list[dict[str, Any]] = [{} for _ in pipeline.ops]
+        for i, (k, name) in enumerate(pipeline.feed_layout):
+            per_op[k][name] = fed[i]
+        for k, op in enumerate(pipeline.ops):
+            masks = op.move_masks_dali(masks, per_op[k], ctx)
+        return masks
 
 
 def parse_pipeline(crop: Any, ops: Any, key: str) -> Pipeline:

@@ -30,7 +30,8 @@ from dali_pipes.augment import dali_ops
 from dali_pipes.augment.auto import layout as slot_layout
 from dali_pipes.augment.auto.layout import KINDS
 from dali_pipes.augment.auto.operations import REGISTRY, Range
-from dali_pipes.augment.base import Context, Op, Params, Row, number
+from dali_pipes.augment.base import Context, Op, Params, Row
+from dali_pipes.augment.params import number
 from dali_pipes.augment.tv_functional import F
 from dali_pipes.errors import require
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.augment.base import CropOp, register_op, shape_of, side_or_shape
+from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry, plan_center_crop
+from dali_pipes.augment.params import shape_of, side_or_shape
 from dali_pipes.errors import require
 
 

@@ -22,7 +22,8 @@ import torch
 
 from dali_pipes.augment import dali_ops
 from dali_pipes.augment.auto.slots import select
-from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op, span
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.params import number, span
 
 _PARTS = ("brightness", "contrast", "saturation", "hue")
 #: One sample's row for the CPU kernel (:mod:`~dali_pipes.augment.ops.cpu_kernels`).

@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.augment.base import CropOp, number, pair, register_op
+from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import (
     ATTEMPTS,
     Geometry,
     plan_random_resized_crop,
     plan_resize_center_crop,
 )
+from dali_pipes.augment.params import number, pair
 from dali_pipes.errors import require
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.augment.base import number
 from dali_pipes.augment.batch import BatchOp, register_batch_op
+from dali_pipes.augment.params import number
 from dali_pipes.errors import require
 
 ATTEMPTS = 10

@@ -9,8 +9,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.params import number
+from dali_pipes.augment.targets.boxes import Boxes, flipped
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,18 @@ class Flip(Op):
 
     def needs_conditionals(self, gpu: bool) -> bool:
         return False  # the flag is an argument of fn.flip (or crop_mirror_normalize)
+
+    def moves_targets(self) -> bool:
+        return True
+
+    def move_boxes(self, boxes: Boxes, params: Params, ctx: Context) -> Boxes:
+        return flipped(boxes, params["flip"], ctx.size, self.horizontal)
+
+    def move_mask_torch(self, mask: Tensor, p: Row, ctx: Context) -> Tensor:
+        return self.torch(mask, p, ctx)  # a flip moves a mask's pixels as an image's
+
+    def move_masks_dali(self, masks: Any, p: Mapping[str, Any], ctx: Context) -> Any:
+        return self.dali(masks, p, ctx)
 
 
 @register_op

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from dali_pipes.augment.base import Context, Op, Params, Row, number, pair, register_op
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.params import number, pair
 from dali_pipes.errors import require
 
 
@@ -27,6 +28,7 @@ class GaussianBlur(Op):
     sigma per sample, the same in both directions."""
 
     name = "gaussian_blur"
+    keeps_places = True  # blurs in place: boxes and masks are unchanged
     previews = ({"sigma": 1.0}, {"sigma": 2.5}, {"sigma": 5.0})
     p_gates_all = True
     graph_params: ClassVar[Mapping[str, Any]] = {"p": 0.5}  # p < 1: the branch that skips it

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import dali_ops
-from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.params import number
 
 
 @register_op

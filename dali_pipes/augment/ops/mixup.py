@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.augment.base import number
 from dali_pipes.augment.batch import BatchOp, one_hot, register_batch_op
+from dali_pipes.augment.params import number
 from dali_pipes.errors import ConfigError
 
 #: The timm release whose ``Mixup`` (``mode='batch'``) these semantics equal.

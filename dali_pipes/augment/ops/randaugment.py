@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.auto import slots as auto
-from dali_pipes.augment.base import Context, Params, number, register_op
+from dali_pipes.augment.base import Context, Params, register_op
 from dali_pipes.augment.keyed import choice, normal
+from dali_pipes.augment.params import number
 
 #: torchvision's RandAugment operations (AutoAugment's table without Invert).
 OPERATIONS = auto.defaults("randaugment", "standard")

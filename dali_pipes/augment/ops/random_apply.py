@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.augment.base import Context, Op, Params, Row, build_op, number, register_op
+from dali_pipes.augment.base import Context, Op, Params, Row, build_op, register_op
+from dali_pipes.augment.params import number
 from dali_pipes.errors import require
 
 
@@ -65,6 +66,11 @@ class RandomApply(Op):
     def pointwise(self) -> bool:  # type: ignore[override]
         """Pointwise when every wrapped op is."""
         return all(op.pointwise for op in self.built)
+
+    @property
+    def keeps_places(self) -> bool:  # type: ignore[override]
+        """Keeps every pixel in place when every wrapped op does (boxes and masks pass)."""
+        return all(op.pointwise or op.keeps_places for op in self.built)
 
     def draws(self) -> int:
         return 1 + sum(op.draws() for op in self.built)

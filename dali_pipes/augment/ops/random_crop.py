@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.augment.base import CropOp, fill_of, register_op, shape_of, side_or_shape
+from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry, padding_used, plan_random_crop
 from dali_pipes.augment.ops.center_crop import check_fits
+from dali_pipes.augment.params import fill_of, shape_of, side_or_shape
 from dali_pipes.errors import require
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from dali_pipes.augment import dali_ops
-from dali_pipes.augment.base import Context, Op, Params, Row, number, register_op
+from dali_pipes.augment.base import Context, Op, Params, Row, register_op
+from dali_pipes.augment.params import number
 
 #: The threshold a sample that is not solarised is fed: above every uint8 value.
 NEVER = 256.0

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.auto import slots as auto
-from dali_pipes.augment.base import Context, Params, number, register_op
+from dali_pipes.augment.base import Context, Params, register_op
 from dali_pipes.augment.keyed import choice
+from dali_pipes.augment.params import number
 
 #: torchvision's TrivialAugmentWide operations.
 OPERATIONS = auto.defaults("trivialaugment", "wide")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2.functional as F
+from helpers.shapes import shapes
 from torchvision import tv_tensors
 
 from dali_pipes.augment.geometry import (
@@ -20,24 +21,6 @@ from dali_pipes.augment.geometry import (
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.augment.targets.boxes import Boxes, flipped, sanitized, through_geometry
 from dali_pipes.augment.targets.masks_torch import IGNORE_INDEX, mask_flip, mask_row
-
-
-def shapes(rng: np.random.Generator, h: int, w: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``k`` filled ellipses and rectangles: their instance masks ``[k, h, w]`` and the
-    tight box of each (x1, y1, x2, y2: the pixels' outer edges)."""
-    yy, xx = np.mgrid[0:h, 0:w]
-    masks, boxes = [], []
-    for i in range(k):
-        cy, cx = rng.uniform(0.2, 0.8) * h, rng.uniform(0.2, 0.8) * w
-        ry, rx = rng.uniform(0.08, 0.3) * h, rng.uniform(0.08, 0.3) * w
-        if i % 2:
-            inside = ((yy + 0.5 - cy) / ry) ** 2 + ((xx + 0.5 - cx) / rx) ** 2 <= 1
-        else:
-            inside = (abs(yy + 0.5 - cy) <= ry) & (abs(xx + 0.5 - cx) <= rx)
-        ys, xs = np.nonzero(inside)
-        masks.append(inside.astype(np.uint8))
-        boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
-    return np.stack(masks), np.asarray(boxes, np.float32)
 
 
 def tight_box(mask: torch.Tensor) -> np.ndarray | None:
