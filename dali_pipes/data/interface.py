@@ -37,6 +37,7 @@ import numpy as np
 from dali_pipes.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dali_pipes.data.targets import SampleTargets
     from dali_pipes.image.decode import Blob
 
 #: A batch of sample indices, as the sampler hands them out.
@@ -133,6 +134,24 @@ class Rejects(Protocol):
     @property
     def rejected(self) -> tuple[tuple[str, str], ...]:
         """(name, reason) of each sample left out."""
+        ...
+
+
+@runtime_checkable
+class Annotated(Protocol):
+    """A split whose samples carry detection or segmentation targets besides the image
+    (COCO's boxes and instance masks, a segmentation dataset's masks): the loaders move
+    them with the image and hand them over in torchvision's references' batch form. Its
+    ``labels`` (one per image) are 0: an image as a whole has no class here."""
+
+    @property
+    def task(self) -> str:
+        """``"detection"`` (boxes, labels, maybe instance masks) or ``"segmentation"``."""
+        ...
+
+    def targets(self, index: int) -> SampleTargets:
+        """Sample ``index``'s targets in its source image's pixels (thread-safe: the feed
+        reads them on its read threads)."""
         ...
 
 

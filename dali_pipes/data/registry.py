@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dali_pipes.data.interface import Labelled
+from dali_pipes.data.sample_objects import SampleObjectsData
 from dali_pipes.data.specs import (
+    CocoData,
     DataSpec,
     FolderData,
     ParquetData,
@@ -122,5 +124,7 @@ for _name, _spec, _opener in (
     ("parquet", ParquetData, "dali_pipes.data.parquet:open_parquet"),
     ("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
     ("zip", ZipData, "dali_pipes.data.zip_archive:open_zip"),
+    ("coco", CocoData, "dali_pipes.data.coco:open_coco"),
+    ("sample_objects", SampleObjectsData, "dali_pipes.data.sample_objects:open_sample_objects"),
 ):
     register_source(_name, _spec, _opener)

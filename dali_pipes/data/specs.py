@@ -77,6 +77,26 @@ class FolderData(DataSpec):
 
 
 @dataclass(frozen=True)
+class CocoData(DataSpec):
+    """COCO's layout as published: ``root/train2017/``, ``root/val2017/`` and
+    ``root/annotations/instances_{train,val}2017.json`` (each key a path under ``root``).
+
+    Boxes with their categories mapped to contiguous labels from 1 (0 is the background;
+    the mapping is the source's ``classes``); crowd annotations are left out unless
+    ``crowd``; instance masks (from polygons and RLE, with ``pycocotools``) when ``masks``.
+    """
+
+    name: str = "coco"
+    root: str | None = None
+    train_dir: str = "train2017"
+    val_dir: str = "val2017"
+    train_annotations: str = "annotations/instances_train2017.json"
+    val_annotations: str = "annotations/instances_val2017.json"
+    masks: bool = False
+    crowd: bool = False
+
+
+@dataclass(frozen=True)
 class SampleData(DataSpec):
     """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
 

@@ -1,0 +1,165 @@
+"""The embedded sample data with objects: real JPEG files and COCO annotations whose boxes
+and masks are exact, generated deterministically, no download (``data=sample_objects``).
+
+Each image holds one to four drawn objects (circle, ring, square, triangle) that do not
+touch, on a noisy gradient background, in COCO's layout as published (``train2017/``,
+``val2017/``, ``annotations/instances_{train,val}2017.json``): every object's box is the
+tight box of its pixels and its mask (uncompressed RLE, as COCO stores one) is exactly its
+pixels. The category ids have gaps, as COCO's do, so the contiguous labels are exercised;
+some images have no object at all. Written once into the cache folder, atomically (see
+:mod:`dali_pipes.data.sample_set`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dali_pipes.data.sample_set import _contrasting, _publish, default_cache_dir
+from dali_pipes.data.specs import CocoData
+from dali_pipes.errors import require
+
+VERSION = 1
+#: The objects' categories as COCO lists them: (id, name); the ids have gaps.
+CATEGORIES = ((3, "circle"), (5, "ring"), (8, "square"), (13, "triangle"))
+
+
+@dataclass(frozen=True)
+class SampleObjectsData(CocoData):
+    """The embedded sample data with objects, generated on first use into ``root`` (a
+    cache folder), read as ``data=coco``."""
+
+    name: str = "sample_objects"
+    train_images: int = 96
+    val_images: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("train_images", "val_images"):
+            value = getattr(self, key)
+            require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+def open_sample_objects(data: SampleObjectsData, split: str) -> Any:
+    """A split of the sample objects, generated on first use."""
+    from dataclasses import replace
+
+    from dali_pipes.data.coco import open_coco
+
+    root = ensure_sample_objects(data.root, data.train_images, data.val_images)
+    return open_coco(replace(data, root=str(root)), split)
+
+
+def ensure_sample_objects(root: str | None, train_images: int, val_images: int) -> Path:
+    """The dataset's folder, generated if absent."""
+    base = Path(root).expanduser() if root else default_cache_dir()
+    target = base / f"sample-objects-v{VERSION}-{train_images}x{val_images}"
+    if not target.is_dir():
+
+        def draw(tmp: Path) -> None:
+            for split, count in (("train", train_images), ("val", val_images)):
+                write_split(tmp, split, count)
+
+        _publish(target, train_images, val_images, draw)
+    return target
+
+
+def write_split(root: Path, split: str, count: int) -> None:
+    """``count`` images of ``split`` and their annotations file under ``root``."""
+    folder = root / f"{split}2017"
+    folder.mkdir(parents=True)
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    for i in range(count):
+        image_id = 1000 * (1 if split == "train" else 2) + i
+        name = f"{image_id:012d}.jpg"
+        jpeg, height, width, objects = render(np.random.default_rng((VERSION, image_id)))
+        (folder / name).write_bytes(jpeg)
+        images.append({"id": image_id, "file_name": name, "height": height, "width": width})
+        for category, mask in objects:
+            ys, xs = np.nonzero(mask)
+            x0, y0, x1, y1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": image_id,
+                    "category_id": category,
+                    "bbox": [x0, y0, x1 - x0, y1 - y0],
+                    "area": int(mask.sum()),
+                    "iscrowd": 0,
+                    "segmentation": uncompressed_rle(mask),
+                }
+            )
+    categories = [{"id": i, "name": n, "supercategory": "shape"} for i, n in CATEGORIES]
+    (root / "annotations").mkdir(exist_ok=True)
+    content = {"images": images, "annotations": annotations, "categories": categories}
+    (root / "annotations" / f"instances_{split}2017.json").write_text(json.dumps(content))
+
+
+def uncompressed_rle(mask: np.ndarray) -> dict[str, Any]:
+    """A mask as COCO's uncompressed RLE: run lengths over the pixels in column-major
+    order, starting with a run of zeros."""
+    flat = np.asarray(mask, np.uint8).flatten(order="F")
+    changes = np.flatnonzero(np.diff(flat)) + 1
+    edges = np.concatenate([[0], changes, [len(flat)]])
+    counts = np.diff(edges).tolist()
+    if flat[0]:
+        counts = [0, *counts]
+    return {"size": [int(mask.shape[0]), int(mask.shape[1])], "counts": counts}
+
+
+def render(rng: np.random.Generator) -> tuple[bytes, int, int, list[tuple[int, np.ndarray]]]:
+    """One image: its JPEG bytes, height, width, and each object's category and mask."""
+    h, w = (int(v) for v in rng.integers(160, 361, size=2))
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    c0, c1 = rng.uniform(0, 255, size=(2, 3)).astype(np.float32)
+    t = (xx / w if rng.random() < 0.5 else yy / h)[..., None]
+    img = c0 * (1 - t) + c1 * t
+    taken = np.zeros((h, w), bool)
+    objects: list[tuple[int, np.ndarray]] = []
+    for _ in range(int(rng.integers(0, 5))):
+        for _attempt in range(20):
+            kind = int(rng.integers(len(CATEGORIES)))
+            r = rng.uniform(0.08, 0.2) * min(h, w)
+            cy, cx = rng.uniform(r, h - r), rng.uniform(r, w - r)
+            mask = _shape(CATEGORIES[kind][1], yy, xx, cy, cx, r, rng)
+            grown = np.zeros_like(mask)  # a two-pixel gap: objects never touch
+            ys, xs = np.nonzero(mask)
+            grown[max(ys.min() - 2, 0) : ys.max() + 3, max(xs.min() - 2, 0) : xs.max() + 3] = True
+            if mask.any() and not (grown & taken).any():
+                taken |= grown
+                img[mask] = _contrasting(rng, img.reshape(-1, 3).mean(axis=0))
+                objects.append((CATEGORIES[kind][0], mask))
+                break
+    img += rng.normal(0, 6, size=img.shape).astype(np.float32)
+    pixels = torch.from_numpy(np.clip(img, 0, 255).astype(np.uint8)).permute(2, 0, 1)
+    from torchvision.io import encode_jpeg
+
+    jpeg = bytes(encode_jpeg(pixels.contiguous(), quality=92).numpy())
+    return jpeg, h, w, objects
+
+
+def _shape(
+    name: str,
+    yy: np.ndarray,
+    xx: np.ndarray,
+    cy: float,
+    cx: float,
+    r: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    py, px = yy + 0.5, xx + 0.5  # pixel centres
+    if name == "circle":
+        return (py - cy) ** 2 + (px - cx) ** 2 <= r**2
+    if name == "ring":
+        d = np.sqrt((py - cy) ** 2 + (px - cx) ** 2)
+        return (d <= r) & (d >= r * rng.uniform(0.45, 0.65))
+    if name == "square":
+        return (np.abs(py - cy) <= r * 0.85) & (np.abs(px - cx) <= r * 0.85)
+    rel = (py - (cy - r)) / (2 * r)  # the triangle: 0 at the apex, 1 at the base
+    return (rel >= 0) & (rel <= 1) & (np.abs(px - cx) <= rel * r)
