@@ -116,6 +116,9 @@ class AugmentSpec:
     #: ``mean``/``std`` be three equal numbers. Set by a torchvision pipeline that outputs
     #: one channel (:mod:`dali_pipes.augment.from_torchvision`).
     channels: int = 3
+    #: Detection: a box narrower or lower than this (pixels) after the crop is dropped with
+    #: its label and mask (torchvision's ``SanitizeBoundingBoxes(min_size)``).
+    min_box_size: float = 1.0
     imports: tuple[str, ...] = ()
     #: torchvision pipelines given by ``_target_`` nodes, per split: each one given
     #: replaces that split, and ``mean``, ``std`` and ``dtype`` become what it outputs.
@@ -136,6 +139,7 @@ class AugmentSpec:
         std = _triple(self, "std", "augment.std")
         require(all(s > 0 for s in std), "augment.std", std, "every value must be > 0")
         require(self.dtype in DTYPES, "augment.dtype", self.dtype, f"choose one of {DTYPES}")
+        require(self.min_box_size >= 0, "augment.min_box_size", self.min_box_size, "must be >= 0")
         if self.dtype == "uint8":
             _require_pixels(self.mean, std)
         _check_channels(self)

@@ -36,9 +36,10 @@ __all__ = [
 #: (:mod:`dali_pipes.augment.views`) a list of them, one per view, in the configured order.
 Images = torch.Tensor | list[torch.Tensor]
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
-#: targets ``[N, num_classes]`` after mixup/cutmix); the images are :data:`Images`, typed
-#: ``Any`` so that a loop over a plain split's batches uses them as the tensor they are.
-Batch = tuple[Any, torch.Tensor]
+#: targets ``[N, num_classes]`` after mixup/cutmix; for detection data a list with one
+#: target dict per image, :mod:`dali_pipes.backends.targets`); the images are
+#: :data:`Images`. Both are typed ``Any`` so that a loop uses them as what its task gives.
+Batch = tuple[Any, Any]
 
 
 def has_views(images: Images) -> bool:

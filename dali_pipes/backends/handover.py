@@ -16,6 +16,7 @@ import torch
 
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.base import Batch, Images, each_view, views_of
+from dali_pipes.backends.targets import labels_to, tensors_of
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -107,7 +108,7 @@ class Handover:
 
     def _plain(self, batches: Iterable[Batch]) -> Iterator[Batch]:
         for images, labels in batches:
-            yield self._ready(images), labels.to(self.device)
+            yield self._ready(images), labels_to(labels, self.device)
 
     def _ahead(self, batches: Iterable[Batch], stream: torch.cuda.Stream) -> Iterator[Batch]:
         device = self.device
@@ -120,7 +121,7 @@ class Handover:
                 return None
             with torch.cuda.stream(stream):
                 images = self._ready(images)
-                labels = labels.to(device, non_blocking=True)
+                labels = labels_to(labels, device, non_blocking=True)
                 return images, labels
 
         upcoming = load()
@@ -130,6 +131,7 @@ class Handover:
             images, labels = upcoming
             for view in views_of(images):
                 view.record_stream(current)  # the caching allocator must not reuse them early
-            labels.record_stream(current)
+            for tensor in tensors_of(labels):
+                tensor.record_stream(current)
             upcoming = load()
             yield images, labels

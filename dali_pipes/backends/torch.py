@@ -26,7 +26,8 @@ from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices, stack_samples
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
-from dali_pipes.data.interface import images_of
+from dali_pipes.backends.targets import Moved, moved_sample, target_dicts
+from dali_pipes.data.interface import Annotated, images_of
 from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes, load_decoder
@@ -36,8 +37,16 @@ Key = tuple[int, int, int]  # (sample index, epoch, slot position): what the dat
 Failed = tuple[tuple[str, str], ...]  # (path, reason) of the bad files a sample met
 
 
+class _Made(NamedTuple):
+    """A sample decoded and augmented: its images, and its objects moved with them (data
+    with targets only)."""
+
+    images: Images
+    targets: Moved | None
+
+
 class _Sample(NamedTuple):
-    image: Images | None  # None: the file failed and is left out (on_error=drop)
+    made: _Made | None  # None: the file failed and is left out (on_error=drop)
     label: int
     failed: Failed  # the bad files met: the sample's own (and its substitutes' that failed)
 
@@ -51,6 +60,11 @@ class _Samples(Dataset[_Sample]):
         self.seed = spec.sampling.seed
         self.policy = spec.policy
         self.max_pixels = spec.max_pixels
+        self.annotated = spec.source if isinstance(spec.source, Annotated) else None
+        self.min_box_size = spec.augment.min_box_size
+        if self.annotated is not None:
+            for pipeline in self.views.pipelines:
+                pipeline.targets  # noqa: B018 - an op that cannot move targets: one line
 
     def __len__(self) -> int:
         return len(self.source)
@@ -67,7 +81,7 @@ class _Samples(Dataset[_Sample]):
         index, epoch, position = key
         failed: list[tuple[str, str]] = []
         # A bad sample's slot: a substitute (skip), or nothing.
-        filled: Filled[Images] | None = self.policy.fill(
+        filled: Filled[_Made] | None = self.policy.fill(
             index,
             self._augmented(index, blob, epoch, failed),
             Slot(epoch, position, len(self.source)),
@@ -80,10 +94,10 @@ class _Samples(Dataset[_Sample]):
 
     def _augmented(
         self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]
-    ) -> Images | None:
-        """Sample ``index`` decoded once and augmented (each view cut from the one decode);
-        None (added to ``failed``, sent back to the loader with the batch) when its file is
-        bad under on_error=skip|drop."""
+    ) -> _Made | None:
+        """Sample ``index`` decoded once and augmented (each view cut from the one decode),
+        with its objects for data with targets; None (added to ``failed``, sent back to the
+        loader with the batch) when its file is bad under on_error=skip|drop."""
         path = self.source.name(index)
         image = self.policy.attempt(
             path,
@@ -98,7 +112,12 @@ class _Samples(Dataset[_Sample]):
             pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         ]
-        return views if self.multi_view else views[0]
+        targets = None
+        if self.annotated is not None:
+            sample = self.annotated.targets(index)
+            pipeline = self.views.pipelines[0]
+            targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size)
+        return _Made(views if self.multi_view else views[0], targets)
 
 
 class _PlannedBatches(Sampler[list[Key]]):
@@ -120,13 +139,17 @@ class _PlannedBatches(Sampler[list[Key]]):
 
 class _Collated(NamedTuple):
     images: Images
-    labels: torch.Tensor
+    labels: Any  # int64 [N], or a target dict per image (data with targets)
     failed: list[tuple[str, str]]  # (path, reason) of the bad files met
 
 
 def _collate(samples: list[_Sample]) -> _Collated:
-    images = stack_samples([s.image for s in samples if s.image is not None])
-    labels = torch.tensor([s.label for s in samples if s.image is not None], dtype=torch.int64)
+    made = [s.made for s in samples if s.made is not None]
+    images = stack_samples([m.images for m in made])
+    labels: Any = torch.tensor([s.label for s in samples if s.made is not None], dtype=torch.int64)
+    moved = [m.targets for m in made if m.targets is not None]
+    if moved and isinstance(images, torch.Tensor):
+        labels = target_dicts(moved, (images.shape[-2], images.shape[-1]))
     return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 
 

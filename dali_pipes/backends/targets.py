@@ -1,0 +1,97 @@
+"""Detection batches: each sample's objects moved with its image, handed over in the form
+torchvision's detection references give (``(images, targets)``, a dict per image).
+
+A sample's boxes move in NumPy from the same draw as its image
+(:attr:`~dali_pipes.augment.pipeline.Pipeline.targets`), so every backend hands over the
+same boxes; its instance masks are resampled by the backend, nearest neighbour. The
+batch's targets are a list with one dict per image: ``boxes`` (``tv_tensors.BoundingBoxes``,
+XYXY, in the output image's pixels), ``labels`` (int64), ``masks`` (``tv_tensors.Mask``,
+``[K, H, W]``, when the data has them) and ``image_id``; an image with no objects keeps
+its place with empty ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from dali_pipes.augment.pipeline import Draw, Pipeline
+from dali_pipes.augment.targets.boxes import Boxes
+from dali_pipes.data.targets import SampleTargets
+
+#: One image's targets as the batch holds them.
+Target = dict[str, Any]
+
+
+class Moved(NamedTuple):
+    """One sample's objects in its output image: boxes (float32 ``[K, 4]``), labels,
+    masks (uint8 ``[K, H, W]`` tensor, or None) and its image id."""
+
+    boxes: np.ndarray
+    labels: np.ndarray
+    masks: torch.Tensor | None
+    image_id: int
+
+
+def moved_sample(
+    pipeline: Pipeline, draw: Draw, j: int, sample: SampleTargets, min_size: float
+) -> Moved:
+    """Sample ``j`` of ``draw``'s objects through ``pipeline`` (the torch realisation of
+    its masks); boxes left with less than ``min_size`` are dropped with their masks."""
+    boxes = Boxes(
+        sample.boxes,
+        sample.labels,
+        np.full(sample.count, j, np.int64),
+        count=len(draw.geometry.window),
+    )
+    kept, keep = pipeline.targets.boxes(draw, boxes, min_size)
+    masks = None
+    if sample.masks is not None:
+        chosen = torch.from_numpy(np.ascontiguousarray(sample.masks[keep]))
+        masks = pipeline.targets.mask_torch(chosen, draw, j)
+    return Moved(kept.xyxy, kept.labels, masks, sample.image_id)
+
+
+def target_dicts(moved: Sequence[Moved], size: tuple[int, int]) -> list[Target]:
+    """The batch's targets: one dict per image, in torchvision's detection form."""
+    from torchvision import tv_tensors
+
+    out = []
+    for sample in moved:
+        target: Target = {
+            "boxes": tv_tensors.BoundingBoxes(
+                torch.from_numpy(np.ascontiguousarray(sample.boxes)),
+                format="XYXY",
+                canvas_size=size,
+            ),
+            "labels": torch.from_numpy(np.ascontiguousarray(sample.labels)),
+            "image_id": sample.image_id,
+        }
+        if sample.masks is not None:
+            target["masks"] = tv_tensors.Mask(sample.masks)
+        out.append(target)
+    return out
+
+
+def labels_to(labels: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """A batch's labels on ``device``: a tensor of class labels, or detection targets
+    (each tensor of each dict; torchvision's tensor types keep their type)."""
+    if isinstance(labels, torch.Tensor):
+        return labels.to(device, non_blocking=non_blocking)
+    return [
+        {
+            k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
+            for k, v in target.items()
+        }
+        for target in labels
+    ]
+
+
+def tensors_of(labels: Any) -> list[torch.Tensor]:
+    """Every tensor a batch's labels hold (for a stream to record them)."""
+    if isinstance(labels, torch.Tensor):
+        return [labels]
+    return [v for target in labels for v in target.values() if isinstance(v, torch.Tensor)]
