@@ -61,6 +61,11 @@ class CocoSource:
         return len(self.images)
 
     @property
+    def has_masks(self) -> bool:
+        """Whether the objects come with instance masks (``data.masks``)."""
+        return self.segmentations is not None
+
+    @property
     def root(self) -> str:
         """The split's image folder."""
         return self.images.root

@@ -149,6 +149,11 @@ class Annotated(Protocol):
         """``"detection"`` (boxes, labels, maybe instance masks) or ``"segmentation"``."""
         ...
 
+    @property
+    def has_masks(self) -> bool:
+        """Whether each sample's targets have instance masks."""
+        ...
+
     def targets(self, index: int) -> SampleTargets:
         """Sample ``index``'s targets in its source image's pixels (thread-safe: the feed
         reads them on its read threads)."""

@@ -13,13 +13,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import gpu
 from torchvision import tv_tensors
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.backends.base import Loader
+from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sample_objects import ensure_sample_objects
 
-KINDS = ["torch"]
+KINDS = ["torch", "dali-cpu", "dali-twin", pytest.param("dali-gpu", marks=gpu)]
 BATCH = 6
 
 
@@ -31,7 +34,12 @@ def objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def make(
     kind: str, root: Path, *extra: str, split: str = "train", rank: int = 0, world: int = 1
 ) -> Loader:
-    backend = {"torch": ["backend=torch", "backend.num_workers=0"]}[kind]
+    backend = {
+        "torch": ["backend=torch", "backend.num_workers=0"],
+        "dali-cpu": ["backend=dali", "backend.device=cpu"],
+        "dali-twin": ["backend=dali", "backend.device=cpu"],
+        "dali-gpu": ["backend=dali", "backend.device=gpu"],
+    }[kind]
     cfg = compose_config(
         [
             "data=coco",
@@ -43,6 +51,8 @@ def make(
             *extra,
         ]
     )
+    if kind == "dali-twin":  # the GPU's graph, every operator on the CPU
+        return DaliLoader(loader_spec(cfg, split, rank=rank, world_size=world), twin=True)
     return build_loader(cfg, split, rank=rank, world_size=world)
 
 
@@ -75,12 +85,14 @@ def test_batches_are_images_and_one_target_dict_per_image(
         for images, targets in loader:
             n, _, h, w = images.shape
             assert images.dtype == torch.float32 and len(targets) == n
+            device = images.device
             for target in targets:
                 boxes, labels, masks = target["boxes"], target["labels"], target["masks"]
                 assert isinstance(boxes, tv_tensors.BoundingBoxes)
                 assert boxes.format == tv_tensors.BoundingBoxFormat.XYXY
                 assert tuple(boxes.canvas_size) == (h, w) and boxes.dtype == torch.float32
                 assert labels.dtype == torch.int64 and labels.shape == (len(boxes),)
+                assert boxes.device == labels.device == masks.device == device
                 assert isinstance(masks, tv_tensors.Mask) and masks.dtype == torch.uint8
                 assert masks.shape == (len(boxes), h, w)
                 assert isinstance(target["image_id"], int)
@@ -96,7 +108,7 @@ def test_every_box_holds_its_objects_mask(kind: str, objects: Path) -> None:
         for _, targets in epoch(loader, 1):
             for target in targets:
                 for box, mask in zip(target["boxes"], target["masks"], strict=True):
-                    ys, xs = np.nonzero(mask.numpy())
+                    ys, xs = np.nonzero(mask.cpu().numpy())
                     assert len(ys), f"image {target['image_id']}: a kept box has no pixel"
                     x1, y1, x2, y2 = box.tolist()
                     assert xs.min() >= x1 - 1 and xs.max() + 1 <= x2 + 1

@@ -40,6 +40,11 @@ DECODE = (("decode.anchor", "float32"), ("decode.shape", "float32"))
 #: An op parameter's column: (name, NumPy dtype name).
 Column = tuple[str, str]
 
+#: The instance masks' columns of data with masks, after the views: each sample's masks
+#: (uint8 ``[H, W, K]``, its kept objects') and the ROI their nearest-neighbour resize
+#: samples (:meth:`~dali_pipes.augment.geometry.Geometry.nearest_roi`), ``[n, 2]`` each.
+MASKS = (("masks", "uint8"), ("masks.roi_start", "float32"), ("masks.roi_end", "float32"))
+
 
 class Window(NamedTuple):
     """A window of each image of a batch: pixel anchor (x, y) and shape (w, h)."""
@@ -63,6 +68,14 @@ class View(NamedTuple):
         return (self.anchor, self.shape, self.roi_start, self.roi_end, self.out, *self.params)
 
 
+class Masks(NamedTuple):
+    """The instance masks of a batch and the ROI their resize samples (:data:`MASKS`)."""
+
+    masks: Any
+    roi_start: Any
+    roi_end: Any
+
+
 class Fed(NamedTuple):
     """One batch's columns by name (arrays as fed, or the graph's DataNodes)."""
 
@@ -72,16 +85,23 @@ class Fed(NamedTuple):
     #: A split with views: where each image is decoded, every view's window inside it
     #: (None: a plain split, decoded in its one view's window).
     decode: Window | None = None
+    #: Data with instance masks: the masks' columns (None: none).
+    masks: Masks | None = None
+    #: Data with targets, on the feed's side only (never a column): the batch's objects
+    #: as the hand-over gives them (:class:`~dali_pipes.backends.targets.Moved` each).
+    objects: Any = None
 
     def flat(self) -> tuple[Any, ...]:
         """Every column in feed order: images, labels, the shared decode window (views),
-        each view's columns."""
+        each view's columns, the masks' columns (data with masks)."""
         return (self.images, *self.params())
 
     def params(self) -> tuple[Any, ...]:
         """The columns after the images: what the cache feeds apart from its pixels."""
         shared = () if self.decode is None else tuple(self.decode)
-        return (self.labels, *shared, *(column for view in self.views for column in view.flat()))
+        masks = () if self.masks is None else tuple(self.masks)
+        views = (column for view in self.views for column in view.flat())
+        return (self.labels, *shared, *views, *masks)
 
     def decoded(self) -> Window:
         """Where each image is decoded: the shared window, or the one view's."""
@@ -106,6 +126,8 @@ class FedColumns:
     views: int = 1
     decode: bool = False
     each: tuple[tuple[Column, ...], ...] = ()
+    #: Whether the instance masks' columns (:data:`MASKS`) come last.
+    masks: bool = False
 
     def __post_init__(self) -> None:
         each = self.each or (self.params,) * self.views
@@ -119,12 +141,12 @@ class FedColumns:
         return cls(_params(pipeline))
 
     @classmethod
-    def of_split(cls, augment: Any, train: bool) -> FedColumns:
+    def of_split(cls, augment: Any, train: bool, masks: bool = False) -> FedColumns:
         """The columns of a split of ``augment`` (an :class:`~dali_pipes.augment.spec.
         AugmentSpec`): its pipeline's (a plain split), or every view's after the shared
-        decode window (a split with views)."""
+        decode window (a split with views); ``masks``: the data's instance masks last."""
         each = tuple(_params(p) for p in augment.views(train).pipelines)
-        return cls(each[0], len(each), augment.multi_view(train), each)
+        return cls(each[0], len(each), augment.multi_view(train), each, masks)
 
     def columns(self, images: bool = True) -> list[tuple[str, str]]:
         """(name, dtype) of every column in feed order (``images=False``: from the labels
@@ -140,6 +162,7 @@ class FedColumns:
             ("labels", "int64"),
             *shared,
             *views,
+            *(MASKS if self.masks else ()),
         ]
 
     def dali_types(self, images: bool = True) -> list[Any]:
@@ -162,7 +185,8 @@ class FedColumns:
             n = len(GEOMETRY) + len(params)
             views.append(_view(rest[at : at + n]))
             at += n
-        return Fed(images, rest[0], tuple(views), decode)
+        masks = Masks(*rest[at : at + len(MASKS)]) if self.masks else None
+        return Fed(images, rest[0], tuple(views), decode, masks)
 
 
 def _params(pipeline: Any) -> tuple[Column, ...]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -33,11 +34,12 @@ import numpy as np
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.columns import Fed, View, Window
+from dali_pipes.backends.dali.objects import batch_objects, require_plain
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.stored import StoredReader
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.interface import LocalFiles, images_of
+from dali_pipes.data.interface import Annotated, LocalFiles, images_of
 from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import DataError
 from dali_pipes.image.batch_reads import LocalBatch, LocalReads
@@ -61,6 +63,7 @@ class InFlight(NamedTuple):
     anchor: np.ndarray  # float32 [n, 2]: each one's decode window (x, y) ...
     shape: np.ndarray  # ... and (w, h), as fed to the decoder: a probe decodes the same
     local: LocalBatch | None = None  # the buffers its local files were read into
+    objects: Any = None  # data with targets: the batch's objects, for the hand-over
 
 
 class Checked(NamedTuple):
@@ -161,6 +164,14 @@ class Feed:
         self.labels = spec.source.labels
         self.views = spec.augment.views(spec.train)
         self.multi_view = spec.augment.multi_view(spec.train)
+        require_plain(spec.source, self.multi_view, spec.cache)
+        #: Data with targets: a batch's objects (and masks' columns) of its draw.
+        self._objects = None
+        if isinstance(spec.source, Annotated):
+            pipeline, min_size = self.views.pipelines[0], spec.augment.min_box_size
+            self._objects = partial(
+                batch_objects, spec.source, self.source.name, pipeline, min_size
+            )
         self.sizes = HeaderSizes(len(self.source), spec.max_pixels)
         #: Local files are read by the compiled loop; others by the source (or shard stream).
         local = self.source if stream is None and isinstance(self.source, LocalFiles) else None
@@ -312,9 +323,8 @@ class Feed:
         else:
             fed, dali = batch.drawn
         decoded = fed.decoded()
-        self.in_flight.append(
-            InFlight(batch.position, batch.indices, decoded.anchor, decoded.shape, batch.local)
-        )
+        position, indices, local = batch.position, batch.indices, batch.local
+        self.in_flight.append(InFlight(position, indices, *decoded, local, fed.objects))
         return fed, dali
 
     def _columns(self, epoch: int, indices: np.ndarray, images: Any, sizes: np.ndarray) -> Fed:
@@ -327,7 +337,10 @@ class Feed:
             self._view(pipeline, draw, decode)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         )
-        return Fed(images, self.labels[indices], views, decode)
+        if self._objects is None:
+            return Fed(images, self.labels[indices], views, decode)
+        objects, masks = self._objects(draws[0], indices, sizes)
+        return Fed(images, self.labels[indices], views, decode, masks, objects)
 
     def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:
         """One view's columns: its window (in the shared ``decode`` window, if any), ROI,

@@ -26,9 +26,12 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import torch
 
+from dali_pipes.augment.base import Context
+from dali_pipes.augment.targets.masks_dali import masks_through_geometry
 from dali_pipes.backends.dali.columns import Fed, FedColumns
 from dali_pipes.backends.dali.views import ViewGraph, window
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
+from dali_pipes.data.interface import Annotated
 from dali_pipes.errors import DaliPipesError
 
 Device = Literal["cpu", "gpu"]
@@ -252,7 +255,7 @@ class DaliGraph:
             p.needs_conditionals(self.devices.gpu_graph) for p in augment.views(train).pipelines
         )
         # The columns are named here, outside the graph function AutoGraph converts.
-        columns = FedColumns.of_split(augment, train)
+        columns = FedColumns.of_split(augment, train, masks=self.masks)
         graph = pipeline_def(
             partial(self._graph, inputs, columns), enable_conditionals=conditionals
         )
@@ -355,6 +358,30 @@ class DaliGraph:
             interp_type=types.INTERP_CUBIC if cubic else types.INTERP_LINEAR,
         )
 
+    @property
+    def masks(self) -> bool:
+        """Whether the data has instance masks, which the graph moves with the images."""
+        source = self.spec.source
+        return isinstance(source, Annotated) and source.has_masks
+
+    def _masks(self, fed: Fed) -> Any:
+        """The instance masks through the one view's window, nearest-neighbour resize and
+        ops (:mod:`dali_pipes.augment.targets.masks_dali`), where the images go."""
+        from nvidia.dali import fn
+
+        assert fed.masks is not None
+        devices, view = self.devices, fed.views[0]
+        pipeline = self.spec.augment.views(self.spec.train).pipelines[0]
+        masks = fn.reshape(fed.masks.masks, layout="HWC")
+        if devices.on_gpu:
+            masks = masks.gpu()
+        masks = masks_through_geometry(
+            masks, view.anchor, view.shape, fed.masks.roi_start, fed.masks.roi_end, view.out, 0
+        )
+        ctx = Context(size=pipeline.size(), gpu=devices.on_gpu, twin=devices.is_twin)
+        masks = pipeline.targets.masks_dali(masks, view.params, ctx)
+        return masks.gpu() if devices.copies_to_gpu else masks
+
     def _graph(self, inputs: GraphInputs, columns: FedColumns) -> tuple[Any, ...]:
         """inputs (the decode windows) -> each view's window (views only), resize, ops and
         normalisation (:mod:`~dali_pipes.backends.dali.views`); outputs: the views, then
@@ -363,6 +390,8 @@ class DaliGraph:
         images, fed = inputs.nodes(self, columns)
         views = ViewGraph(self.spec.augment, self.spec.train, devices, self._resize)
         outputs = views.outputs(images, fed)
+        if fed.masks is not None:  # data with instance masks: after the images
+            outputs.append(self._masks(fed))
         # Appended, not unpacked into a tuple: DALI's AutoGraph converts this code.
         labels = fed.labels
         outputs.append(labels.gpu() if devices.outputs == "gpu" else labels)

@@ -56,6 +56,7 @@ from dali_pipes.backends.dali.blame import BadFileSearch, Probe
 from dali_pipes.backends.dali.failures import Failure, failure_kind, reason, sample_paths
 from dali_pipes.backends.dali.feed import Feed, InFlight
 from dali_pipes.backends.dali.graph import DaliGraph, EncodedFiles, GraphDevices, GraphInputs
+from dali_pipes.backends.dali.objects import detection_batch
 from dali_pipes.backends.dali.outputs import to_torch
 from dali_pipes.backends.dali.stored import stored_reader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
@@ -255,10 +256,15 @@ class DaliLoader(Loader):
 
     def _handover(self, outputs: Any) -> Batch:
         """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`):
-        ``(images, labels)``, or ``(views, labels)`` for a split with views."""
+        ``(images, labels)``, or ``(views, labels)`` for a split with views; for data
+        with targets ``(images, targets)``, its objects kept by the feed (:mod:`.objects`)."""
         augment = self.spec.augment
         views = augment.multi_view(self.spec.train)
-        return to_torch(outputs, self.device, augment, dlpack=self._dlpack(), views=views)
+        objects = self._feed.in_flight[0].objects if self._feed.in_flight else None
+        dlpack = self._dlpack()
+        if objects is None:
+            return to_torch(outputs, self.device, augment, dlpack=dlpack, views=views)
+        return detection_batch(outputs, objects, self.graph.masks, self.device, augment, dlpack)
 
     def _image_source(self) -> Source:
         return images_of(self.spec.source, "backend=dali decodes image files")

@@ -36,6 +36,11 @@ def to_torch(
     return (images if views else images[0]), labels
 
 
+def masks_tensor(output: Any, device: torch.device, dlpack: bool) -> torch.Tensor:
+    """The instance masks' output, uint8 ``[N, H, W, K]``, on ``device``."""
+    return _tensor(output.as_tensor(), device, torch.uint8, dlpack)
+
+
 def _tensor(batch: Any, device: torch.device, dtype: torch.dtype, dlpack: bool) -> torch.Tensor:
     """One output as a torch tensor: DALI's memory (DLPack) or a copy into a new tensor on
     ``device``, on its current stream (the consumer's)."""

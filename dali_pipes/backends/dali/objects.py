@@ -1,0 +1,105 @@
+"""Data with targets on the DALI backend: each batch's objects on the feed's side, and
+the batch handed over in torchvision's detection form.
+
+Boxes move on the host, in NumPy, from the batch's draw (the same numbers every backend
+uses); they never enter the graph. Instance masks do: the feed gives each sample's kept
+masks as one uint8 ``[H, W, K]`` column (``K`` the batch's largest count, at least one,
+so the output is one tensor), the graph slices, resizes and flips them with the image's
+parameters (:meth:`Feed._columns`, :meth:`DaliGraph._graph`), and the hand-over cuts each
+sample's own ``K`` back out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from dali_pipes.augment.pipeline import Draw, Pipeline
+from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.augment.targets.boxes import Boxes
+from dali_pipes.backends.base import Batch
+from dali_pipes.backends.dali.columns import Masks
+from dali_pipes.backends.dali.outputs import masks_tensor, to_torch
+from dali_pipes.backends.targets import Moved, labels_to, target_dicts
+from dali_pipes.data.interface import Annotated
+from dali_pipes.errors import ConfigError, DataError
+
+
+def batch_objects(
+    source: Annotated,
+    name: Callable[[int], str],
+    pipeline: Pipeline,
+    min_size: float,
+    draw: Draw,
+    indices: np.ndarray,
+    sizes: np.ndarray,
+) -> tuple[list[Moved], Masks | None]:
+    """The objects of samples ``indices`` (of header ``sizes``; ``name``: what a sample
+    is called in an error) moved by ``draw``, their masks not yet (None each), and the
+    masks' columns for data with masks."""
+    samples = [source.targets(int(i)) for i in indices]
+    boxes = Boxes.of_samples([(t.boxes, t.labels) for t in samples])
+    kept, keep = pipeline.targets.boxes(draw, boxes, min_size)
+    moved = []
+    for j, sample in enumerate(samples):
+        xyxy, labels = kept.of(j)
+        moved.append(Moved(xyxy, labels, None, sample.image_id))
+    if not source.has_masks:
+        return moved, None
+    starts = np.searchsorted(boxes.sample, np.arange(len(samples) + 1))
+    chosen = []
+    for j, sample in enumerate(samples):
+        masks = sample.masks
+        assert masks is not None
+        if masks.shape[1:] != tuple(sizes[j]):
+            raise DataError(
+                f"{name(int(indices[j]))}: masks of size {masks.shape[1:]} for an "
+                f"image of size {tuple(int(v) for v in sizes[j])}; fix its annotations"
+            )
+        chosen.append(masks[keep[starts[j] : starts[j + 1]]])
+    depth = max(1, max(len(m) for m in chosen))
+    columns = []
+    for masks in chosen:
+        hwk = np.zeros((*masks.shape[1:], depth), np.uint8)
+        hwk[..., : len(masks)] = masks.transpose(1, 2, 0)
+        columns.append(hwk)
+    start, end = draw.geometry.nearest_roi()
+    return moved, Masks(columns, start, end)
+
+
+def with_masks(moved: list[Moved], masks: torch.Tensor) -> list[Moved]:
+    """Each sample's objects with its masks cut out of the graph's ``[N, H, W, K]`` output."""
+    return [
+        m._replace(masks=masks[j, :, :, : len(m.labels)].permute(2, 0, 1))
+        for j, m in enumerate(moved)
+    ]
+
+
+def detection_batch(
+    outputs: Any,
+    objects: list[Moved],
+    masks: bool,
+    device: torch.device,
+    augment: AugmentSpec,
+    dlpack: bool,
+) -> Batch:
+    """DALI's ``outputs`` (the images, the masks when ``masks``, the labels) and the
+    batch's ``objects`` as ``(images, targets)``: a target dict per image, on ``device``
+    like the images."""
+    moved = objects
+    if masks:  # the masks' output sits between the images and the labels
+        moved = with_masks(objects, masks_tensor(outputs[1], device, dlpack))
+        outputs = (outputs[0], outputs[2])
+    images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
+    size = (int(images.shape[-2]), int(images.shape[-1]))
+    return images, labels_to(target_dicts(moved, size), device)
+
+
+def require_plain(source: Any, multi_view: bool, cache: str | None) -> None:
+    """Refuse, in one line, what data with targets cannot have yet: views, a cache."""
+    if isinstance(source, Annotated) and (multi_view or cache):
+        what = "views" if multi_view else f"data.cache={cache}"
+        raise ConfigError(f"data with targets (boxes, masks) takes no {what} yet; remove it")
