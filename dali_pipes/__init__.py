@@ -2,8 +2,9 @@
 
 ``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
 ``DALIIterator(data, ...)`` is the DALI loader with plain keyword arguments, over a folder, a
-zip archive, a data spec (``FolderData``, ``ParquetData``, ``ShardData``, ``ZipData``), a
-torchvision ``ImageFolder``, a Hugging Face dataset or a :class:`Source`. A user's own
+zip archive, a data spec (``FolderData``, ``ParquetData``, ``ShardData``, ``ZipData``; for
+detection ``CocoData`` and ``SampleObjectsData``), a torchvision ``ImageFolder``, a Hugging
+Face dataset or a :class:`Source`. A user's own
 op, data source (the :class:`Source` interface) or backend is registered by name with
 ``register_op``, ``register_source`` or ``register_backend`` (:mod:`dali_pipes.registry`).
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from dali_pipes.config.loaders import build_loader
     from dali_pipes.data.interface import Source
     from dali_pipes.data.registry import register_source
-    from dali_pipes.data.specs import FolderData, ParquetData, ShardData
+    from dali_pipes.data.sample_objects import SampleObjectsData
+    from dali_pipes.data.specs import CocoData, FolderData, ParquetData, ShardData
     from dali_pipes.data.zip_archive import ZipData
     from dali_pipes.iterator import DALIIterator
 
@@ -47,9 +49,11 @@ LEGACY_MODULES = {
 }
 
 _LAZY = {
+    "CocoData": "dali_pipes.data.specs",
     "DALIIterator": "dali_pipes.iterator",
     "FolderData": "dali_pipes.data.specs",
     "ParquetData": "dali_pipes.data.specs",
+    "SampleObjectsData": "dali_pipes.data.sample_objects",
     "ShardData": "dali_pipes.data.specs",
     "ZipData": "dali_pipes.data.zip_archive",
     "build_loader": "dali_pipes.config.loaders",
@@ -75,6 +79,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CocoData",
     "ConfigError",
     "DALIIterator",
     "DaliPipesError",
@@ -83,6 +88,7 @@ __all__ = [
     "FolderData",
     "Loader",
     "ParquetData",
+    "SampleObjectsData",
     "ShardData",
     "Source",
     "ZipData",

@@ -183,7 +183,7 @@ class Op(ABC):
         if not self.moves_targets():
             raise ConfigError(
                 f"augment op {self.name} moves pixels but not boxes and masks; a detection or "
-                "segmentation pipeline takes crops, flips and colour ops: remove it there"
+                "segmentation pipeline takes crops, flips and colour ops: remove it from augment"
             )
 
 

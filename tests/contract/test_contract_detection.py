@@ -21,6 +21,7 @@ from dali_pipes.backends.base import Loader
 from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sample_objects import ensure_sample_objects
+from dali_pipes.errors import ConfigError
 
 KINDS = ["torch", "dali-cpu", "dali-twin", pytest.param("dali-gpu", marks=gpu)]
 BATCH = 6
@@ -140,3 +141,11 @@ def test_set_epoch_resume_and_rank_shards_follow_the_sampler(kind: str, objects:
     for shard in shards:  # each image's objects are the single process's
         for image_id, target in shard.items():
             assert torch.equal(target["boxes"], whole[image_id]["boxes"])
+
+
+@pytest.mark.parametrize("kind", ["torch", "dali-cpu"])
+def test_an_op_that_cannot_move_boxes_stops_the_loader_when_it_is_built(
+    kind: str, objects: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r"^augment op randaugment moves pixels but not boxes"):
+        make(kind, objects, "augment=randaugment")

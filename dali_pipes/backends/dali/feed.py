@@ -164,7 +164,7 @@ class Feed:
         self.labels = spec.source.labels
         self.views = spec.augment.views(spec.train)
         self.multi_view = spec.augment.multi_view(spec.train)
-        require_plain(spec.source, self.multi_view, spec.cache)
+        require_plain(spec.source, self.views, self.multi_view, spec.cache)
         #: Data with targets: a batch's objects (and masks' columns) of its draw.
         self._objects = None
         if isinstance(spec.source, Annotated):
