@@ -243,8 +243,11 @@ for stage in $stages; do
   timeout -s INT -k 15 "$box" bash "$0" _stage "$stage"
   rc=$?
   [ "$rc" -eq 0 ] || failed+=("$stage")
-  cut=$([ "$rc" -eq 124 ] && echo " (time box reached)")
-  echo "$stage rc=$rc in $(($(date +%s) - t0)) s$cut" | tee -a "$LOGS/stages.txt"
+  # 124: the stage stopped at the box's SIGINT; 137 past the box: killed 15 s after it.
+  took=$(($(date +%s) - t0))
+  cut=$({ [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ "$took" -ge "$box" ]; }; } \
+    && echo " (time box reached)")
+  echo "$stage rc=$rc in $took s$cut" | tee -a "$LOGS/stages.txt"
   case $stage in tests | memory) record_suite ;; esac
   pack
 done

@@ -29,8 +29,13 @@ if TYPE_CHECKING:
     from dali_pipes.config.loaders import build_loader
     from dali_pipes.data.interface import Source
     from dali_pipes.data.registry import register_source
-    from dali_pipes.data.sample_objects import SampleObjectsData
-    from dali_pipes.data.specs import CocoData, FolderData, ParquetData, ShardData
+    from dali_pipes.data.specs import (
+        CocoData,
+        FolderData,
+        ParquetData,
+        SampleObjectsData,
+        ShardData,
+    )
     from dali_pipes.data.zip_archive import ZipData
     from dali_pipes.iterator import DALIIterator
 
@@ -53,7 +58,7 @@ _LAZY = {
     "DALIIterator": "dali_pipes.iterator",
     "FolderData": "dali_pipes.data.specs",
     "ParquetData": "dali_pipes.data.specs",
-    "SampleObjectsData": "dali_pipes.data.sample_objects",
+    "SampleObjectsData": "dali_pipes.data.specs",
     "ShardData": "dali_pipes.data.specs",
     "ZipData": "dali_pipes.data.zip_archive",
     "build_loader": "dali_pipes.config.loaders",

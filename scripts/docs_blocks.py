@@ -245,7 +245,12 @@ ADVICE = re.compile(r"^ {2}(- |\()|^(\[[\d:]+\])? +\w+=\S+: [\d.]+ img/s, data w
 LAUNCHER = re.compile(r"^[IWE]\d{4} \d\d:\d\d:\d\d")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(\+dirty)?\b")
+# A hash with a digit and a letter, or any hash after "commit " (one of digits alone is
+# a number elsewhere, but 8385383 is a commit there).
+_COMMIT = re.compile(
+    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(\+dirty)?\b"
+    r"|(?<=commit )[0-9a-f]{7,40}(\+dirty)?\b"
+)
 _PATH = re.compile(r"(?<![\w.~])(~|/)(/?[\w.+@-]+)+/?")
 _NULL = re.compile(r": null$")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,:]\d+)*(?:[eE][-+]?\d+)?")

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dali_pipes.data.interface import Labelled
-from dali_pipes.data.sample_objects import SampleObjectsData
 from dali_pipes.data.specs import (
     CocoData,
     DataSpec,
     FolderData,
     ParquetData,
     SampleData,
+    SampleObjectsData,
     ShardData,
     SyntheticData,
 )

@@ -13,36 +13,18 @@ some images have no object at all. Written once into the cache folder, atomicall
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from dali_pipes.data.sample_set import _contrasting, _publish, default_cache_dir
-from dali_pipes.data.specs import CocoData
-from dali_pipes.errors import require
+from dali_pipes.data.sample_set import contrasting, default_cache_dir, publish
+from dali_pipes.data.specs import SampleObjectsData
 
 VERSION = 1
 #: The objects' categories as COCO lists them: (id, name); the ids have gaps.
 CATEGORIES = ((3, "circle"), (5, "ring"), (8, "square"), (13, "triangle"))
-
-
-@dataclass(frozen=True)
-class SampleObjectsData(CocoData):
-    """The embedded sample data with objects, generated on first use into ``root`` (a
-    cache folder), read as ``data=coco``."""
-
-    name: str = "sample_objects"
-    train_images: int = 96
-    val_images: int = 32
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for key in ("train_images", "val_images"):
-            value = getattr(self, key)
-            require(value >= 1, f"data.{key}", value, "must be >= 1")
 
 
 def open_sample_objects(data: SampleObjectsData, split: str) -> Any:
@@ -65,7 +47,12 @@ def ensure_sample_objects(root: str | None, train_images: int, val_images: int) 
             for split, count in (("train", train_images), ("val", val_images)):
                 write_split(tmp, split, count)
 
-        _publish(target, train_images, val_images, draw)
+        readme = (
+            f"dali_pipes sample objects, version {VERSION}: {train_images} training and "
+            f"{val_images} validation images of drawn objects "
+            f"({', '.join(name for _, name in CATEGORIES)}) with COCO annotations.\n"
+        )
+        publish(target, readme, draw)
     return target
 
 
@@ -133,7 +120,7 @@ def render(rng: np.random.Generator) -> tuple[bytes, int, int, list[tuple[int, n
             grown[max(ys.min() - 2, 0) : ys.max() + 3, max(xs.min() - 2, 0) : xs.max() + 3] = True
             if mask.any() and not (grown & taken).any():
                 taken |= grown
-                img[mask] = _contrasting(rng, img.reshape(-1, 3).mean(axis=0))
+                img[mask] = contrasting(rng, img.reshape(-1, 3).mean(axis=0))
                 objects.append((CATEGORIES[kind][0], mask))
                 break
     img += rng.normal(0, 6, size=img.shape).astype(np.float32)

@@ -56,7 +56,7 @@ def copy_sample_dataset(target: Path, train_per_class: int, val_per_class: int) 
     there first if absent, where the default training job finds it too): copying a few
     megabytes of files is faster than drawing and encoding them again."""
     cached = ensure_sample_dataset(None, train_per_class, val_per_class)
-    _publish(target, train_per_class, val_per_class, lambda tmp: _copy(cached, tmp))
+    publish(target, describe(train_per_class, val_per_class), lambda tmp: _copy(cached, tmp))
 
 
 def write_sample_dataset(target: Path, train_per_class: int, val_per_class: int) -> None:
@@ -72,24 +72,22 @@ def write_sample_dataset(target: Path, train_per_class: int, val_per_class: int)
                     seed = (VERSION, 0 if split == "train" else 1, label, i)
                     (folder / f"{name}_{i:04d}.jpg").write_bytes(_render(label, seed))
 
-    _publish(target, train_per_class, val_per_class, draw)
+    publish(target, describe(train_per_class, val_per_class), draw)
 
 
 def _copy(source: Path, tmp: Path) -> None:
     shutil.copytree(source, tmp, dirs_exist_ok=True)
 
 
-def _publish(
-    target: Path, train_per_class: int, val_per_class: int, fill: Callable[[Path], None]
-) -> None:
-    """``fill`` a temporary sibling of ``target``, add the README, and rename it into place:
-    ``target`` is either complete or absent, and a lost race with another process writing
-    the same dataset is not an error."""
+def publish(target: Path, readme: str, fill: Callable[[Path], None]) -> None:
+    """``fill`` a temporary sibling of ``target``, add ``readme`` as its README, and rename
+    it into place: ``target`` is either complete or absent, and a lost race with another
+    process writing the same dataset is not an error."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         fill(tmp)
-        (tmp / "README.txt").write_text(describe(train_per_class, val_per_class))
+        (tmp / "README.txt").write_text(readme)
         try:
             tmp.rename(target)
         except OSError:
@@ -106,7 +104,7 @@ def _render(label: int, seed: tuple[int, ...]) -> bytes:
     c0, c1 = rng.uniform(0, 255, size=(2, 3)).astype(np.float32)
     t = (xx / w if rng.random() < 0.5 else yy / h)[..., None]
     img = c0 * (1 - t) + c1 * t
-    fg = _contrasting(rng, img.reshape(-1, 3).mean(axis=0))
+    fg = contrasting(rng, img.reshape(-1, 3).mean(axis=0))
 
     short = min(h, w)
     cy, cx = rng.uniform(0.35, 0.65) * h, rng.uniform(0.35, 0.65) * w
@@ -134,7 +132,7 @@ def _render(label: int, seed: tuple[int, ...]) -> bytes:
     return bytes(encode_jpeg(pixels.contiguous(), quality=int(rng.integers(80, 96))).numpy())
 
 
-def _contrasting(rng: np.random.Generator, background: np.ndarray) -> np.ndarray:
+def contrasting(rng: np.random.Generator, background: np.ndarray) -> np.ndarray:
     """A colour at least 100 levels (Euclidean) away from the background's mean."""
     for _ in range(100):
         colour = rng.uniform(0, 255, size=3).astype(np.float32)

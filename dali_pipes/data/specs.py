@@ -97,6 +97,22 @@ class CocoData(DataSpec):
 
 
 @dataclass(frozen=True)
+class SampleObjectsData(CocoData):
+    """The embedded sample data with objects (:mod:`dali_pipes.data.sample_objects`),
+    generated on first use into ``root`` (a cache folder), read as ``data=coco``."""
+
+    name: str = "sample_objects"
+    train_images: int = 96
+    val_images: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("train_images", "val_images"):
+            value = getattr(self, key)
+            require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+@dataclass(frozen=True)
 class SampleData(DataSpec):
     """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
 

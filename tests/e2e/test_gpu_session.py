@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,9 @@ def test_a_stage_cut_by_its_time_box_still_leaves_its_log_and_record(tmp_path: P
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     files = members(tarball)
     stages = files["stages.txt"].decode()
-    assert "tests rc=124" in stages and "time box reached" in stages and "failed: tests" in stages
+    # rc 124: stopped by the box's SIGINT; 137: killed 15 s later (a loaded machine).
+    assert re.search(r"tests rc=(124|137) in \d+ s \(time box reached\)", stages), stages
+    assert "failed: tests" in stages
     assert record(files)["gpu_tests"]["passed"] == 0  # written from what the log holds
 
 

@@ -21,13 +21,8 @@ from dali_pipes.config.specs import to_spec
 from dali_pipes.data.coco import open_coco
 from dali_pipes.data.interface import Annotated, Source
 from dali_pipes.data.registry import open_source
-from dali_pipes.data.sample_objects import (
-    CATEGORIES,
-    SampleObjectsData,
-    ensure_sample_objects,
-    uncompressed_rle,
-)
-from dali_pipes.data.specs import CocoData, DataSpec
+from dali_pipes.data.sample_objects import CATEGORIES, ensure_sample_objects, uncompressed_rle
+from dali_pipes.data.specs import CocoData, DataSpec, SampleObjectsData
 from dali_pipes.errors import ConfigError, DataError
 
 
