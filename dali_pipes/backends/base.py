@@ -12,6 +12,7 @@ import torch
 
 from dali_pipes.backends.compat import DataLoaderAttributes
 from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.backends.targets import check_targets
 from dali_pipes.data.interface import Rejects
 from dali_pipes.data.policy import BadFiles, warn_drop
 from dali_pipes.data.sampling import RankSampler, StreamSampler, sampler_for
@@ -178,6 +179,7 @@ class Loader(DataLoaderAttributes, ABC):
     device: torch.device
 
     def __init__(self, spec: LoaderSpec) -> None:
+        check_targets(spec)  # data with boxes and masks: what cannot give them, one line
         self.spec = spec
         #: What a bad sample does (``data.on_error``: :mod:`dali_pipes.data.policy`).
         self.policy = spec.policy

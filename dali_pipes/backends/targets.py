@@ -20,7 +20,10 @@ import torch
 
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.augment.targets.boxes import Boxes
+from dali_pipes.backends.specs import LoaderSpec
+from dali_pipes.data.interface import Annotated
 from dali_pipes.data.targets import SampleTargets
+from dali_pipes.errors import ConfigError
 
 #: One image's targets as the batch holds them.
 Target = dict[str, Any]
@@ -34,6 +37,26 @@ class Moved(NamedTuple):
     labels: np.ndarray
     masks: torch.Tensor | None
     image_id: int
+
+
+def check_targets(spec: LoaderSpec) -> None:
+    """For data with targets, refuse in one line what cannot give them: a backend that
+    reads no images, views or a cache (not yet), an op that cannot move boxes and masks.
+    Every loader asks when it is built (:class:`~dali_pipes.backends.base.Loader`)."""
+    if not isinstance(spec.source, Annotated):
+        return
+    backend = spec.backend
+    if not backend.reads_images:
+        raise ConfigError(
+            f"backend={backend.name} reads no images, so it has no boxes or masks to give; "
+            "use backend=dali or backend=torch"
+        )
+    multi_view = spec.augment.multi_view(spec.train)
+    if multi_view or spec.cache:
+        what = "views" if multi_view else f"data.cache={spec.cache}"
+        raise ConfigError(f"data with targets (boxes, masks) takes no {what} yet; remove it")
+    for pipeline in spec.augment.views(spec.train).pipelines:
+        pipeline.targets  # noqa: B018 - raises, naming an op that cannot move them
 
 
 def moved_sample(

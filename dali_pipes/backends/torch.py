@@ -62,9 +62,6 @@ class _Samples(Dataset[_Sample]):
         self.max_pixels = spec.max_pixels
         self.annotated = spec.source if isinstance(spec.source, Annotated) else None
         self.min_box_size = spec.augment.min_box_size
-        if self.annotated is not None:
-            for pipeline in self.views.pipelines:
-                pipeline.targets  # noqa: B018 - an op that cannot move targets: one line
 
     def __len__(self) -> int:
         return len(self.source)

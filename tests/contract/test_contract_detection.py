@@ -149,3 +149,24 @@ def test_an_op_that_cannot_move_boxes_stops_the_loader_when_it_is_built(
 ) -> None:
     with pytest.raises(ConfigError, match=r"^augment op randaugment moves pixels but not boxes"):
         make(kind, objects, "augment=randaugment")
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "message"),
+    [
+        (
+            "dali-cpu",
+            "backend=synthetic",
+            r"^backend=synthetic reads no images, so it has no boxes",
+        ),
+        ("torch", "data.cache=ram", r"takes no data\.cache=ram yet; remove it$"),
+        ("dali-cpu", "augment=byol", r"takes no views yet; remove it$"),
+    ],
+    ids=["synthetic", "cache", "views"],
+)
+def test_what_cannot_give_boxes_and_masks_is_refused_in_one_line(
+    kind: str, change: str, message: str, objects: Path
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        make(kind, objects, change)
+    assert "\n" not in str(caught.value)

@@ -34,7 +34,7 @@ import numpy as np
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.columns import Fed, View, Window
-from dali_pipes.backends.dali.objects import batch_objects, require_plain
+from dali_pipes.backends.dali.objects import batch_objects
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.stored import StoredReader
@@ -164,7 +164,6 @@ class Feed:
         self.labels = spec.source.labels
         self.views = spec.augment.views(spec.train)
         self.multi_view = spec.augment.multi_view(spec.train)
-        require_plain(spec.source, self.views, self.multi_view, spec.cache)
         #: Data with targets: a batch's objects (and masks' columns) of its draw.
         self._objects = None
         if isinstance(spec.source, Annotated):

@@ -20,13 +20,12 @@ import torch
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.augment.targets.boxes import Boxes
-from dali_pipes.augment.views import Views
 from dali_pipes.backends.base import Batch
 from dali_pipes.backends.dali.columns import Masks
 from dali_pipes.backends.dali.outputs import masks_tensor, to_torch
 from dali_pipes.backends.targets import Moved, labels_to, target_dicts
 from dali_pipes.data.interface import Annotated
-from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.errors import DataError
 
 
 def batch_objects(
@@ -97,15 +96,3 @@ def detection_batch(
     images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
     size = (int(images.shape[-2]), int(images.shape[-1]))
     return images, labels_to(target_dicts(moved, size), device)
-
-
-def require_plain(source: Any, views: Views, multi_view: bool, cache: str | None) -> None:
-    """Refuse, in one line, what data with targets cannot have: an op that cannot move
-    boxes and masks; views or a cache (not yet)."""
-    if not isinstance(source, Annotated):
-        return
-    if multi_view or cache:
-        what = "views" if multi_view else f"data.cache={cache}"
-        raise ConfigError(f"data with targets (boxes, masks) takes no {what} yet; remove it")
-    for pipeline in views.pipelines:
-        pipeline.targets  # noqa: B018 - raises, naming an op that cannot move them
