@@ -11,8 +11,9 @@ mask decoded from its polygons or RLE by ``pycocotools`` when it is asked for.
 
 An annotation that names an image the file does not list, a category it does not define,
 or a box with no area or outside its image is a one-line error naming the file and the
-annotation id; under ``data.on_error=skip`` or ``drop`` its image is left out instead and
-listed with the reason (``rejected``), as an image folder's unusable files are.
+annotation id. Under ``data.on_error=skip`` or ``drop`` its image stays in the split as a
+bad sample: reading it gives that error, so the loaders report it and substitute it
+(``skip``) or leave it out of its batch (``drop``), as they do an unreadable image.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class CocoSource:
     segmentations: tuple[Any, ...] | None = field(default=None, repr=False)
     category_ids: tuple[int, ...] = ()  # label i is category_ids[i - 1]
     classes: tuple[str, ...] = ()  # "__background__", then the categories' names
-    rejected: tuple[tuple[str, str], ...] = ()
+    #: Images whose annotations cannot be used (``on_error=skip|drop``): index -> why.
+    unusable: dict[int, str] = field(default_factory=dict, repr=False)
 
     task = "detection"
 
@@ -86,8 +88,15 @@ class CocoSource:
         return self.images.read_timeout
 
     def read(self, indices: Indices) -> list[Blob]:
-        """Each image's encoded bytes, or the error naming it."""
-        return self.images.read(indices)
+        """Each image's encoded bytes, or the error naming it (an image whose annotations
+        cannot be used gives theirs)."""
+        blobs = self.images.read(indices)
+        if not self.unusable:
+            return blobs
+        return [
+            DataError(self.unusable[int(i)]) if int(i) in self.unusable else blob
+            for i, blob in zip(indices, blobs, strict=True)
+        ]
 
     def identity(self, indices: Indices) -> np.ndarray:
         """What each sample's augmentation is drawn from: its index in image-id order."""
@@ -98,8 +107,9 @@ class CocoSource:
         return self.images.name(index)
 
     def local_paths(self) -> tuple[str, ...] | None:
-        """The image files, when they are local files."""
-        return self.images.local_paths()
+        """The image files, when they are local files and every one's annotations can be
+        used (otherwise the files are read through :meth:`read`, which says which not)."""
+        return None if self.unusable else self.images.local_paths()
 
     def stats(self) -> list[SampleStat]:
         """Size and version of each image file."""
@@ -192,8 +202,7 @@ class _Listing:
     category_ids: tuple[int, ...] = ()  # sorted: label k + 1 is category_ids[k]
     names: tuple[str, ...] = ()  # the categories' names, in the same order
     objects: dict[int, list[tuple[list[float], int, Any]]] = field(default_factory=dict)
-    bad: dict[int, str] = field(default_factory=dict)  # image id -> why it is left out
-    rejected: list[tuple[str, str]] = field(default_factory=list)
+    bad: dict[int, str] = field(default_factory=dict)  # image id -> why it is a bad sample
 
     @cached_property
     def policy(self) -> OnError:
@@ -233,18 +242,18 @@ class _Listing:
 
     def _problem(self, image_id: int | None, why: str) -> None:
         """An annotation that cannot be used: raised under ``raise``; else its image (if
-        there is one) is left out, with the reason."""
+        there is one) becomes a bad sample, with the reason."""
+        error = DataError(f"{why}; fix the annotation")
         name = self.path if image_id is None else self._file(image_id)
-        self.policy.judge(name, DataError(f"{why}; fix the annotation"), lambda _, __: None)
+        self.policy.judge(name, error, lambda _, __: None)
         if image_id is not None and image_id not in self.bad:
-            self.bad[image_id] = why
-            self.rejected.append((name, why))
+            self.bad[image_id] = str(error)
 
     def _file(self, image_id: int) -> str:
         return join(self.folder, str(self.images[image_id]["file_name"]))
 
     def source(self) -> CocoSource:
-        ids = [i for i in sorted(self.images) if i not in self.bad]
+        ids = sorted(self.images)
         boxes, labels, segmentations, starts = [], [], [], [0]
         for image_id in ids:
             for (x, y, w, h), label, segmentation in self.objects.get(image_id, []):
@@ -271,7 +280,7 @@ class _Listing:
             segmentations=tuple(segmentations) if self.data.masks else None,
             category_ids=self.category_ids,
             classes=images.classes,
-            rejected=tuple(self.rejected),
+            unusable={k: self.bad[i] for k, i in enumerate(ids) if i in self.bad},
         )
 
 

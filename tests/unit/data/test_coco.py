@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes import compose_config
+from dali_pipes import DALIIterator, compose_config
 from dali_pipes.config.specs import to_spec
 from dali_pipes.data.coco import open_coco
 from dali_pipes.data.interface import Annotated, Source
@@ -147,11 +147,26 @@ def test_a_bad_annotation_is_one_line_naming_the_file_and_the_annotation(
     line = str(caught.value)
     assert "\n" not in line and line.startswith(f"{path}: annotation {TARGET_ID[0]} ")
     assert __import__("re").search(message, line)
-    if field != "image_id":  # under skip the image is left out, with the reason
-        clean = open_coco(CocoData(root=str(coco)), "val")
+    if field != "image_id":  # under skip the image is a bad sample: substituted when read
         skipped = open_coco(CocoData(root=str(root), on_error="skip"), "val")
-        assert len(skipped) == len(clean) - 1 and len(skipped.rejected) == 1
-        assert skipped.rejected[0][0].endswith(".jpg")
+        assert len(skipped) == len(open_coco(CocoData(root=str(coco)), "val"))
+        assert skipped.local_paths() is None  # read through read(), which says which
+        bad = [
+            i
+            for i, blob in enumerate(skipped.read(range(len(skipped))))
+            if isinstance(blob, DataError)
+        ]
+        assert len(bad) == 1
+        assert str(skipped.read(bad)[0]).startswith(f"{path}: annotation {TARGET_ID[0]} ")
+        with DALIIterator(
+            CocoData(root=str(root), on_error="skip"),
+            batch_size=4,
+            device="cpu",
+            augment="small",
+            train=False,
+        ) as loader:
+            sizes = [len(targets) for _, targets in loader]
+            assert sizes == [4, 4] and skipped.name(bad[0]) in loader.bad_files
 
 
 def test_a_file_that_is_not_json_or_not_there_is_one_line(coco: Path, tmp_path: Path) -> None:
