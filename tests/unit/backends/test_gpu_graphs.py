@@ -274,3 +274,38 @@ def test_a_checked_graph_is_defined_without_origin_stacks_and_the_switch_is_rest
     failure = check("cpu", GraphDevices.cpu(), refused)
     assert failure.problems and "ValueError: no such graph" in failure.problems[0]
     assert dali_trace.is_tracing_enabled()
+
+
+@pytest.fixture(scope="module")
+def sample_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from dali_pipes.data.sample_objects import ensure_sample_objects
+
+    return ensure_sample_objects(str(tmp_path_factory.mktemp("objects")), 8, 8)
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+@pytest.mark.parametrize(
+    "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu", "dali-cpu -> GPU"]
+)
+def test_the_detection_graph_moves_its_masks_where_the_images_go_without_a_gpu(
+    split: str, devices: GraphDevices, sample_objects: Path
+) -> None:
+    """Data with instance masks: the masks' slice, nearest resize and flip are traced on
+    the images' device, and their output is handed over on the GPU."""
+    overrides = (
+        "data=coco",
+        f"data.root={sample_objects}",
+        "data.masks=true",
+        "data.batch_size=8",
+        "augment=small",
+        "+augment.train.ops.vflip={p: 0.5}",
+    )
+    result = GraphCase(f"detection {split}", devices, overrides, split).check()
+    assert result.ok, failed(result)
+    assert result.graph is not None
+    resizes = [op for op in result.graph.ops if op.schema == "Resize"]
+    # On the GPU the images' resize and the masks'; on the CPU the images take the
+    # compiled resize, and the masks DALI's.
+    assert len(resizes) == (2 if devices.on_gpu else 1)
+    assert {op.device for op in resizes} == {"gpu" if devices.on_gpu else "cpu"}
+    assert len(result.graph.outputs) == 3  # images, masks, labels
