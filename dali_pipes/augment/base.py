@@ -242,6 +242,20 @@ class CropOp(Op):
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
         """Geometry in ``epoch`` for images of ``sizes`` ([B, 2] height, width) from ``u``."""
 
+    #: True when where the crop goes depends on the sample's boxes (SSD's IoU crop): the
+    #: pipeline then plans it with :meth:`plan_around`.
+    needs_boxes: ClassVar[bool] = False
+
+    def plan_around(self, sizes: np.ndarray, u: np.ndarray, epoch: int, boxes: Boxes) -> Geometry:
+        """:meth:`plan` for images holding ``boxes`` (source pixels); a crop that
+        :attr:`needs_boxes` overrides it."""
+        return self.plan(sizes, u, epoch)
+
+    def boxes_kept(self, boxes: Boxes, geometry: Geometry) -> np.ndarray:
+        """Which of ``boxes`` (source pixels, bool ``[K]``) the crop keeps before they are
+        clipped to the output: all, unless the crop drops some by a rule of its own."""
+        return np.ones(len(boxes.labels), bool)
+
     def sample(self, u: np.ndarray, ctx: Context) -> Params:
         return {}
 

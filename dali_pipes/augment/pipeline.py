@@ -67,14 +67,29 @@ class Pipeline:
         batch holds."""
         return self.crop.shape_at(epoch)
 
-    def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int, view: int = 0) -> Draw:
+    def draw(
+        self,
+        sizes: ArrayLike,
+        ids: ArrayLike,
+        seed: int,
+        epoch: int,
+        view: int = 0,
+        boxes: Boxes | None = None,
+    ) -> Draw:
         """Parameters for images of ``sizes`` ([B, 2] height, width), sample ids ``ids``;
-        ``view``: which view of each sample this pipeline makes (its own counters)."""
+        ``view``: which view of each sample this pipeline makes (its own counters);
+        ``boxes``: the samples' boxes, for a crop that places itself by them (none given:
+        no sample has a box)."""
         hw = np.asarray(sizes, dtype=np.int64).reshape(-1, 2)
         samples = np.asarray(ids, dtype=np.int64).reshape(-1)
         first = view * VIEW_COUNTERS
         offset = first + self.crop.draws()
-        geometry = self.crop.plan(hw, uniforms(seed, epoch, samples, offset - first, first), epoch)
+        u = uniforms(seed, epoch, samples, offset - first, first)
+        if self.crop.needs_boxes:
+            around = boxes if boxes is not None else Boxes.empty(len(hw))
+            geometry = self.crop.plan_around(hw, u, epoch, around)
+        else:
+            geometry = self.crop.plan(hw, u, epoch)
         ctx = Context(size=geometry.out)
         params = []
         for op in self.ops:
@@ -183,10 +198,14 @@ class Targets:
         """``boxes`` (source pixels) in the output images, clipped, with those under
         ``min_size`` dropped: the kept boxes and which were kept (for their masks)."""
         ctx = Context(size=draw.geometry.out)
-        moved = through_geometry(boxes, draw.geometry)
+        chosen = self.pipeline.crop.boxes_kept(boxes, draw.geometry)
+        moved = through_geometry(boxes.take(chosen), draw.geometry)
         for k, op in enumerate(self.pipeline.ops):
             moved = op.move_boxes(moved, draw.params[k], ctx)
-        return sanitized(moved, draw.geometry.out, min_size)
+        moved, kept = sanitized(moved, draw.geometry.out, min_size)
+        keep = np.zeros(len(chosen), bool)
+        keep[np.flatnonzero(chosen)[kept]] = True
+        return moved, keep
 
     def mask_torch(self, mask: torch.Tensor, draw: Draw, j: int, fill: int = 0) -> torch.Tensor:
         """Sample ``j``'s uint8 ``[C, H, W]`` mask in its output image (nearest neighbour;

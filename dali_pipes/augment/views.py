@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 
 from dali_pipes.augment.base import Op
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline
+from dali_pipes.augment.targets.boxes import Boxes
 from dali_pipes.errors import ConfigError, require
 
 #: The keys of a view group.
@@ -98,9 +99,15 @@ class Views:
         """(height, width) of each view in ``epoch``."""
         return tuple(p.size(epoch) for p in self.pipelines)
 
-    def draw(self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int) -> tuple[Draw, ...]:
-        """Every view's parameters for images of ``sizes``, sample ids ``ids``."""
-        return tuple(p.draw(sizes, ids, seed, epoch, view=v) for v, p in enumerate(self.pipelines))
+    def draw(
+        self, sizes: ArrayLike, ids: ArrayLike, seed: int, epoch: int, boxes: Boxes | None = None
+    ) -> tuple[Draw, ...]:
+        """Every view's parameters for images of ``sizes``, sample ids ``ids`` (holding
+        ``boxes``, for a crop placed by them)."""
+        return tuple(
+            p.draw(sizes, ids, seed, epoch, view=v, boxes=boxes)
+            for v, p in enumerate(self.pipelines)
+        )
 
 
 def single(pipeline: Pipeline) -> Views:

@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.augment.geometry_torch import apply_row
+from dali_pipes.augment.targets.boxes import Boxes
 from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices, stack_samples
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
@@ -104,14 +105,15 @@ class _Samples(Dataset[_Sample]):
         if image is None:
             return None
         ids = self.source.identity([index])
-        draws = self.views.draw([image.shape[-2:]], ids, self.seed, epoch)
+        sample = None if self.annotated is None else self.annotated.targets(index)
+        boxes = None if sample is None else Boxes.of_samples([(sample.boxes, sample.labels)])
+        draws = self.views.draw([image.shape[-2:]], ids, self.seed, epoch, boxes)
         views = [
             pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         ]
         targets = None
-        if self.annotated is not None:
-            sample = self.annotated.targets(index)
+        if sample is not None:
             pipeline = self.views.pipelines[0]
             targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size)
         return _Made(views if self.multi_view else views[0], targets)

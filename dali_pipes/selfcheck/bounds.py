@@ -130,6 +130,7 @@ OP_BOUNDS = {
     "gaussian_blur": EXACT,
     "solarize": OPERATION["Solarize"],  # at 128 continuous (127 and 128 both give 127)
     "color_jitter": COLOR_JITTER,
+    "photometric_distort": COLOR_JITTER,  # colour jitter's steps, with p per step
     "randaugment": POLICY,
     "trivialaugment": POLICY,
     "autoaugment": POLICY,

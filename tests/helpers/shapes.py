@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def shapes(rng: np.random.Generator, h: int, w: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -22,3 +23,20 @@ def shapes(rng: np.random.Generator, h: int, w: int, k: int) -> tuple[np.ndarray
         masks.append(inside.astype(np.uint8))
         boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
     return np.stack(masks), np.asarray(boxes, np.float32)
+
+
+def tight_box(mask: torch.Tensor) -> np.ndarray | None:
+    """The tight box (x1, y1, x2, y2) of a ``[H, W]`` mask's pixels; None when it has none."""
+    ys, xs = np.nonzero(mask.numpy())
+    if len(ys) == 0:
+        return None
+    return np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float64)
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    """The IoU of two XYXY boxes."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1])
+    return float(inter / (area - inter))

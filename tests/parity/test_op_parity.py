@@ -46,6 +46,7 @@ CASES: dict[str, tuple[dict[str, Any], Bound]] = {
     "grayscale": ({"grayscale": {"p": 0.5}}, EXACT),
     "gaussian_blur": ({"gaussian_blur": {"kernel_size": 23, "sigma": [0.1, 2.0]}}, EXACT),
     "color_jitter": (JITTER, COLOR_JITTER),
+    "photometric_distort": ({"photometric_distort": {"p": 0.5}}, COLOR_JITTER),
     "randaugment": (RANDAUGMENT, POLICY),
     "trivialaugment": ({"hflip": {}, "trivialaugment": {}}, POLICY),
     "autoaugment": ({"hflip": {}, "autoaugment": {}}, POLICY),

@@ -145,8 +145,8 @@ def run_jitter(out: Any, img: Any, p: Any) -> None:
     """The kernel: ``out`` and ``img`` float32 HWC pixels, ``p`` one packed row. Each step
     reads the previous one's result from one of two buffers and writes the other; the last
     step writes ``out``."""
-    skipped = int(p[11])
-    steps = [int(p[1 + k]) for k in range(4) if not (skipped >> int(p[1 + k])) & 1]
+    skipped = int(p[11])  # components skipped in every step; a step of 4 is skipped too
+    steps = [int(p[1 + k]) for k in range(4) if p[1 + k] < 4 and not (skipped >> int(p[1 + k])) & 1]
     if p[0] == 0.0 or len(steps) == 0:
         _copy(out, img)
         return

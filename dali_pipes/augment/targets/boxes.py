@@ -48,6 +48,12 @@ class Boxes:
             count=len(per_sample),
         )
 
+    @classmethod
+    def empty(cls, count: int) -> Boxes:
+        """No box in any of ``count`` samples."""
+        none = np.zeros(0, np.int64)
+        return cls(np.zeros((0, 4), np.float32), none, none, count)
+
     def of(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Sample ``j``'s boxes and labels."""
         lo, hi = np.searchsorted(self.sample, [j, j + 1])

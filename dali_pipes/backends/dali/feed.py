@@ -34,7 +34,7 @@ import numpy as np
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
 from dali_pipes.backends.dali.columns import Fed, View, Window
-from dali_pipes.backends.dali.objects import batch_objects
+from dali_pipes.backends.dali.objects import batch_objects, batch_targets
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.stored import StoredReader
@@ -166,6 +166,7 @@ class Feed:
         self.multi_view = spec.augment.multi_view(spec.train)
         #: Data with targets: a batch's objects (and masks' columns) of its draw.
         self._objects = None
+        self._annotated = spec.source if isinstance(spec.source, Annotated) else None
         if isinstance(spec.source, Annotated):
             pipeline, min_size = self.views.pipelines[0], spec.augment.min_box_size
             self._objects = partial(
@@ -330,15 +331,17 @@ class Feed:
         """The columns of samples ``indices`` of ``epoch``, of header ``sizes``: every
         view's draws (on any thread: nothing here changes the feed)."""
         ids = self.source.identity(indices)
-        draws = self.views.draw(sizes, ids, self.spec.sampling.seed, epoch)
+        targets = None if self._annotated is None else batch_targets(self._annotated, indices)
+        boxes = None if targets is None else targets[1]
+        draws = self.views.draw(sizes, ids, self.spec.sampling.seed, epoch, boxes)
         decode = shared_window(draws) if self.multi_view else None
         views = tuple(
             self._view(pipeline, draw, decode)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         )
-        if self._objects is None:
+        if self._objects is None or targets is None:
             return Fed(images, self.labels[indices], views, decode)
-        objects, masks = self._objects(draws[0], indices, sizes)
+        objects, masks = self._objects(draws[0], targets, indices, sizes)
         return Fed(images, self.labels[indices], views, decode, masks, objects)
 
     def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:

@@ -25,7 +25,15 @@ from dali_pipes.backends.dali.columns import Masks
 from dali_pipes.backends.dali.outputs import masks_tensor, to_torch
 from dali_pipes.backends.targets import Moved, labels_to, target_dicts
 from dali_pipes.data.interface import Annotated
+from dali_pipes.data.targets import SampleTargets
 from dali_pipes.errors import DataError
+
+
+def batch_targets(source: Annotated, indices: np.ndarray) -> tuple[list[SampleTargets], Boxes]:
+    """The targets of samples ``indices`` and their boxes as one batch (what a crop that
+    places itself by the boxes is planned with)."""
+    samples = [source.targets(int(i)) for i in indices]
+    return samples, Boxes.of_samples([(t.boxes, t.labels) for t in samples])
 
 
 def batch_objects(
@@ -34,14 +42,14 @@ def batch_objects(
     pipeline: Pipeline,
     min_size: float,
     draw: Draw,
+    targets: tuple[list[SampleTargets], Boxes],
     indices: np.ndarray,
     sizes: np.ndarray,
 ) -> tuple[list[Moved], Masks | None]:
-    """The objects of samples ``indices`` (of header ``sizes``; ``name``: what a sample
-    is called in an error) moved by ``draw``, their masks not yet (None each), and the
-    masks' columns for data with masks."""
-    samples = [source.targets(int(i)) for i in indices]
-    boxes = Boxes.of_samples([(t.boxes, t.labels) for t in samples])
+    """The objects of samples ``indices`` (of header ``sizes``, their ``targets`` from
+    :func:`batch_targets`; ``name``: what a sample is called in an error) moved by
+    ``draw``, their masks not yet (None each), and the masks' columns for data with masks."""
+    samples, boxes = targets
     kept, keep = pipeline.targets.boxes(draw, boxes, min_size)
     moved = []
     for j, sample in enumerate(samples):

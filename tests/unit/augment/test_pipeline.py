@@ -66,7 +66,8 @@ def test_the_readme_command_line_forms_pick_change_disable_and_add_ops() -> None
         (
             "+augment.train.ops.colour_jitter={}",
             r"^augment\.train\.ops\.colour_jitter: unknown op 'colour_jitter'; known ops: "
-            r"autoaugment, color_jitter, gaussian_blur, grayscale, hflip, randaugment",
+            r"autoaugment, color_jitter, gaussian_blur, grayscale, hflip, photometric_distort, "
+            r"randaugment",
         ),
         (
             "+augment.train.ops.hflip.prob=0.3",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torchvision.transforms.v2.functional as F
-from helpers.shapes import shapes
+from helpers.shapes import iou, shapes, tight_box
 from torchvision import tv_tensors
 
 from dali_pipes.augment.geometry import (
@@ -21,21 +21,6 @@ from dali_pipes.augment.geometry import (
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.augment.targets.boxes import Boxes, flipped, sanitized, through_geometry
 from dali_pipes.augment.targets.masks_torch import IGNORE_INDEX, mask_flip, mask_row
-
-
-def tight_box(mask: torch.Tensor) -> np.ndarray | None:
-    ys, xs = np.nonzero(mask.numpy())
-    if len(ys) == 0:
-        return None
-    return np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float64)
-
-
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = w * h
-    area = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1])
-    return float(inter / (area - inter))
 
 
 def plans(rng: np.random.Generator, sizes: np.ndarray) -> list[Geometry]:

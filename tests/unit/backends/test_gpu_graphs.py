@@ -284,23 +284,25 @@ def sample_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
+@pytest.mark.parametrize("preset", ["small", "ssd"])
 @pytest.mark.parametrize(
     "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu", "dali-cpu -> GPU"]
 )
 def test_the_detection_graph_moves_its_masks_where_the_images_go_without_a_gpu(
-    split: str, devices: GraphDevices, sample_objects: Path
+    split: str, preset: str, devices: GraphDevices, sample_objects: Path
 ) -> None:
     """Data with instance masks: the masks' slice, nearest resize and flip are traced on
-    the images' device, and their output is handed over on the GPU."""
+    the images' device, and their output is handed over on the GPU (the detection
+    presets' graphs among them)."""
     overrides = (
         "data=coco",
         f"data.root={sample_objects}",
         "data.masks=true",
         "data.batch_size=8",
-        "augment=small",
-        "+augment.train.ops.vflip={p: 0.5}",
+        f"augment={preset}",
+        *(["+augment.train.ops.vflip={p: 0.5}"] if preset == "small" else []),
     )
-    result = GraphCase(f"detection {split}", devices, overrides, split).check()
+    result = GraphCase(f"detection {preset} {split}", devices, overrides, split).check()
     assert result.ok, failed(result)
     assert result.graph is not None
     resizes = [op for op in result.graph.ops if op.schema == "Resize"]
