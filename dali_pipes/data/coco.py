@@ -56,6 +56,8 @@ class CocoSource:
     classes: tuple[str, ...] = ()  # "__background__", then the categories' names
     #: Images whose annotations cannot be used (``on_error=skip|drop``): index -> why.
     unusable: dict[int, str] = field(default_factory=dict, repr=False)
+    #: The split's annotations file (what a reader of the layout as published opens).
+    annotations: str = ""
 
     task = "detection"
 
@@ -281,6 +283,7 @@ class _Listing:
             category_ids=self.category_ids,
             classes=images.classes,
             unusable={k: self.bad[i] for k, i in enumerate(ids) if i in self.bad},
+            annotations=self.path,
         )
 
 

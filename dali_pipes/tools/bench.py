@@ -38,7 +38,7 @@ from dali_pipes.config import cli
 from dali_pipes.config.schemas import BenchSpec
 from dali_pipes.config.specs import loader_spec, to_spec
 from dali_pipes.data.files import write_text
-from dali_pipes.data.interface import Source, images_of
+from dali_pipes.data.interface import Annotated, Source, images_of
 from dali_pipes.errors import require
 from dali_pipes.runtime.distributed import cpu_share
 from dali_pipes.tools.advice import bench_advice
@@ -70,8 +70,10 @@ def run_bench(cfg: DictConfig) -> dict[str, Any]:
     run = BenchRun(cfg, bench, spec, source, cores, workers, torch.cuda.is_available())
     if {"dali-raw", "dali-raw-gpu"} & set(names):
         from dali_pipes.tools.dali_example import example_crop
+        from dali_pipes.tools.ssd_example import ssd_crop
 
-        example_crop(spec)  # a crop the peer cannot realise fails now, before any measuring
+        # a crop the peer cannot realise fails now, before any measuring
+        ssd_crop(spec) if isinstance(spec.source, Annotated) else example_crop(spec)
     for name in sorted(set(PEER_CANDIDATES) & set(names)):
         peer_task(run, name)  # so does a pipeline the peers cannot realise
     results: list[Measurement] = []

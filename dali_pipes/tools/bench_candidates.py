@@ -21,11 +21,13 @@ from dali_pipes.backends import backend_kind, create_loader
 from dali_pipes.backends.specs import BackendSpec, DaliBackend, LoaderSpec, TorchBackend
 from dali_pipes.config.schemas import BenchSpec, PackSpec
 from dali_pipes.config.specs import to_spec
-from dali_pipes.data.interface import Source, local_paths_of
+from dali_pipes.data.coco import CocoSource
+from dali_pipes.data.interface import Annotated, Source, local_paths_of
 from dali_pipes.data.sources import ShardSource, open_shards
 from dali_pipes.data.specs import ShardData
 from dali_pipes.runtime.devices import local_gpu
 from dali_pipes.tools.bench_baseline import baseline, decode_ceiling
+from dali_pipes.tools.bench_detection import detection_baseline
 from dali_pipes.tools.measurement import Measurement, measure
 from dali_pipes.tools.peers.task import PeerTask, PeerUnavailable
 
@@ -91,12 +93,16 @@ class BenchRun:
         return result
 
     def example(self, name: str, device_id: int | None) -> Measurement:
-        """DALI's own example pipeline (:mod:`~dali_pipes.tools.dali_example`), our threads."""
+        """DALI's own example pipeline, our threads: its ResNet-50 one
+        (:mod:`~dali_pipes.tools.dali_example`), or its SSD one for data with boxes
+        (:mod:`~dali_pipes.tools.ssd_example`)."""
         from dali_pipes.tools.dali_example import ExampleLoader
+        from dali_pipes.tools.ssd_example import SsdExampleLoader
 
         options = self.backend("dali", "auto")
         assert isinstance(options, DaliBackend)
-        with ExampleLoader(self.spec, options, device_id) as loader:
+        kind = SsdExampleLoader if isinstance(self.source, Annotated) else ExampleLoader
+        with kind(self.spec, options, device_id) as loader:
             result = self.timed(name, lambda: loader)
         result.note = loader.note
         return result
@@ -214,6 +220,10 @@ def packed(cfg: DictConfig, where: str) -> ShardSource:
 def _baseline(run: BenchRun, recipe: bool = False) -> Measurement:
     s = run.spec
     name = "baseline-recipe" if recipe else "baseline"
+    if isinstance(run.source, CocoSource) and not recipe:
+        return run.timed(
+            name, detection_baseline(run.source, s.augment, s.batch_size, run.workers, run.cuda)
+        )
     return run.on_folder(
         name,
         lambda _: run.timed(
@@ -299,12 +309,12 @@ CANDIDATES: dict[str, Candidate] = {
         ),
         Candidate(
             "dali-raw",
-            "DALI's own ResNet-50 example pipeline on the CPU",
+            "DALI's own ResNet-50 example pipeline on the CPU (its SSD one for data with boxes)",
             lambda r: r.example("dali-raw", None),
         ),
         Candidate(
             "dali-raw-gpu",
-            "DALI's own ResNet-50 example pipeline on dali-gpu's GPU",
+            "DALI's own ResNet-50 (or SSD) example pipeline on dali-gpu's GPU",
             lambda r: r.example("dali-raw-gpu", local_gpu().index),
             gpu=True,
         ),
