@@ -26,7 +26,10 @@ from dali_pipes.augment.base import Context, Op, Params, Row, register_op
 from dali_pipes.augment.params import number, span
 
 _PARTS = ("brightness", "contrast", "saturation", "hue")
-#: One sample's row for the CPU kernel (:mod:`~dali_pipes.augment.ops.cpu_kernels`).
+#: One sample's row for the CPU kernel (:mod:`~dali_pipes.augment.ops.cpu_kernels`): whether
+#: to apply, the four steps' components (4: none), the factors, the components skipped in
+#: every step (bits), and the channel order written out (``perm0..2``: output channel ``c``
+#: takes input channel ``perm<c>``; the photometric distortion's).
 FIELDS = (
     "apply",
     "at0",
@@ -40,17 +43,25 @@ FIELDS = (
     "saturation_inv",
     "hue",
     "skipped",
+    "perm0",
+    "perm1",
+    "perm2",
 )
 
 
 def pack(params: Params, skipped: tuple[bool, ...]) -> np.ndarray:
     """The batch's rows of :data:`FIELDS` (what both DALI realisations are fed) from the
     op's parameters; ``skipped``: per component (brightness, contrast, saturation, hue)
-    whether its range is the identity, as bits (torchvision skips those)."""
+    whether its range is the identity, as bits (torchvision skips those); a channel order
+    not in ``params`` is the identity."""
     rows = np.empty((len(params["apply"]), len(FIELDS)), dtype=np.float64)
-    for i, name in enumerate(FIELDS[:-1]):
-        rows[:, i] = params[name]
-    rows[:, -1] = sum(1 << i for i, skip in enumerate(skipped) if skip)
+    for i, name in enumerate(FIELDS):
+        if name == "skipped":
+            rows[:, i] = sum(1 << k for k, skip in enumerate(skipped) if skip)
+        elif name in params:
+            rows[:, i] = params[name]
+        else:
+            rows[:, i] = int(name[-1])  # perm<c> = c
     return rows
 
 

@@ -33,67 +33,76 @@ from dali_pipes.augment.auto.numba_callbacks import run_callback, sample_arrays
 from dali_pipes.image.compiled import caching_jit
 
 _jit = caching_jit()
+_vector_jit = caching_jit(error_model="numpy")
 
 
 @_jit
 def hue(out: Any, img: Any, shift: Any) -> None:
-    """torchvision's ``adjust_hue`` on uint8 values held as float32: to [0, 1], RGB -> HSV,
-    hue + ``shift`` modulo 1, HSV -> RGB, back to uint8 by ``* 255.999`` and truncation."""
+    """torchvision's ``adjust_hue`` on uint8 values held as float32 HWC: the pixels laid
+    out as three channel planes, so that :func:`hue_planes` runs vectorised, and back."""
+    height, width = img.shape[0], img.shape[1]
+    planes = np.empty((3, height * width), dtype=np.float32)
+    result = np.empty((3, height * width), dtype=np.float32)
+    for y in range(height):
+        for x in range(width):
+            for c in range(3):
+                planes[c, y * width + x] = img[y, x, c]
+    hue_planes(planes[0], planes[1], planes[2], np.float32(shift), result)
+    for y in range(height):
+        for x in range(width):
+            for c in range(3):
+                out[y, x, c] = result[c, y * width + x]
+
+
+@_vector_jit
+def hue_planes(r_in: Any, g_in: Any, b_in: Any, shift: Any, out: Any) -> None:
+    """``adjust_hue`` on channel planes of uint8 values held as float32: to [0, 1], RGB ->
+    HSV, hue + ``shift`` modulo 1, HSV -> RGB, back to uint8 by ``* 255.999`` and
+    truncation, every step in float32 as torchvision's ``_rgb_to_hsv`` / ``_hsv_to_rgb``
+    compute it. Selects, not branches, so that the loop is vectorised; ``out`` is
+    ``[3, n]``."""
     one, zero = np.float32(1.0), np.float32(0.0)
     to_unit, sixth = np.float32(1.0 / 255.0), np.float32(1.0 / 6.0)
     two, four, six = np.float32(2.0), np.float32(4.0), np.float32(6.0)
-    to_byte = np.float32(255.0 + 1.0 - 1e-3)
-    for y in range(img.shape[0]):
-        for x in range(img.shape[1]):
-            r = np.float32(img[y, x, 0] * to_unit)
-            g = np.float32(img[y, x, 1] * to_unit)
-            b = np.float32(img[y, x, 2] * to_unit)
-            maxc, minc = max(r, g, b), min(r, g, b)
-            span = np.float32(maxc - minc)
-            eqc = maxc == minc
-            s = np.float32(span / (one if eqc else maxc))
-            div = one if eqc else span
-            # (maxc - channel) / div for the two channels the hue's sector reads
-            if maxc == r:
-                bc = np.float32(np.float32(maxc - b) / div)
-                gc = np.float32(np.float32(maxc - g) / div)
-                h = np.float32(bc - gc)
-            elif maxc == g:
-                rc = np.float32(np.float32(maxc - r) / div)
-                bc = np.float32(np.float32(maxc - b) / div)
-                h = np.float32(np.float32(rc + two) - bc)
-            else:
-                gc = np.float32(np.float32(maxc - g) / div)
-                rc = np.float32(np.float32(maxc - r) / div)
-                h = np.float32(np.float32(gc + four) - rc)
-            h = np.float32(np.float32(h * sixth) + one)
-            h = np.float32(h - np.floor(h))  # fmod(h, 1) for h >= 0
-            h = np.float32(h + shift)
-            h = np.float32(h - np.floor(h))  # torch's remainder(h, 1)
-            h6 = np.float32(h * six)
-            sector = np.floor(h6)
-            f = np.float32(h6 - sector)
-            sxf = np.float32(s * f)
-            oms = np.float32(one - s)
-            q = min(max(np.float32(np.float32(one - sxf) * maxc), zero), one)
-            t = min(max(np.float32(np.float32(sxf + oms) * maxc), zero), one)
-            p = min(max(np.float32(oms * maxc), zero), one)
-            i = int(sector) % 6
-            if i == 0:
-                rr, gg, bb = maxc, t, p
-            elif i == 1:
-                rr, gg, bb = q, maxc, p
-            elif i == 2:
-                rr, gg, bb = p, maxc, t
-            elif i == 3:
-                rr, gg, bb = p, q, maxc
-            elif i == 4:
-                rr, gg, bb = t, p, maxc
-            else:
-                rr, gg, bb = maxc, p, q
-            out[y, x, 0] = min(math.floor(np.float32(rr * to_byte)), 255)
-            out[y, x, 1] = min(math.floor(np.float32(gg * to_byte)), 255)
-            out[y, x, 2] = min(math.floor(np.float32(bb * to_byte)), 255)
+    to_byte, top = np.float32(255.0 + 1.0 - 1e-3), np.float32(255.0)
+    for n in range(r_in.shape[0]):
+        r, g, b = r_in[n] * to_unit, g_in[n] * to_unit, b_in[n] * to_unit
+        maxc = r if r > g else g
+        maxc = maxc if maxc > b else b
+        minc = r if r < g else g
+        minc = minc if minc < b else b
+        span = maxc - minc
+        eqc = maxc == minc
+        s = span / (one if eqc else maxc)
+        div = one if eqc else span
+        # (maxc - channel) / div; the hue's sector picks two of them
+        rc, gc, bc = (maxc - r) / div, (maxc - g) / div, (maxc - b) / div
+        h = (bc - gc) if maxc == r else (((rc + two) - bc) if maxc == g else ((gc + four) - rc))
+        h = h * sixth + one
+        h = h - np.floor(h)  # fmod(h, 1) for h >= 0
+        h = h + shift
+        h = h - np.floor(h)  # torch's remainder(h, 1)
+        h6 = h * six
+        sector = np.floor(h6)
+        f = h6 - sector
+        sxf = s * f
+        oms = one - s
+        q = (one - sxf) * maxc
+        q = zero if q < zero else (one if q > one else q)
+        t = (sxf + oms) * maxc
+        t = zero if t < zero else (one if t > one else t)
+        p = oms * maxc
+        p = zero if p < zero else (one if p > one else p)
+        i = sector - six if sector >= six else sector
+        rr = maxc if (i == 0 or i == 5) else (q if i == 1 else (t if i == 4 else p))
+        gg = t if i == 0 else (maxc if (i == 1 or i == 2) else (q if i == 3 else p))
+        bb = p if (i == 0 or i == 1) else (t if i == 2 else (maxc if (i == 3 or i == 4) else q))
+        v = np.floor(rr * to_byte)
+        out[0, n] = top if v > top else v
+        v = np.floor(gg * to_byte)
+        out[1, n] = top if v > top else v
+        v = np.floor(bb * to_byte)
+        out[2, n] = top if v > top else v
 
 
 @_jit
@@ -144,28 +153,40 @@ def _contrast(out: Any, img: Any, factor: Any, inv: Any) -> None:
 def run_jitter(out: Any, img: Any, p: Any) -> None:
     """The kernel: ``out`` and ``img`` float32 HWC pixels, ``p`` one packed row. Each step
     reads the previous one's result from one of two buffers and writes the other; the last
-    step writes ``out``."""
+    step writes ``out``, whose channels are then put in the row's order."""
     skipped = int(p[11])  # components skipped in every step; a step of 4 is skipped too
     steps = [int(p[1 + k]) for k in range(4) if p[1 + k] < 4 and not (skipped >> int(p[1 + k])) & 1]
     if p[0] == 0.0 or len(steps) == 0:
         _copy(out, img)
-        return
-    shape = (img.shape[0], img.shape[1], img.shape[2])
-    a = np.empty(shape, dtype=np.float32)
-    b = np.empty(shape, dtype=np.float32)
-    source = img
-    for k in range(len(steps)):
-        target = out if k == len(steps) - 1 else (a if k % 2 == 0 else b)
-        part = steps[k]
-        if part == 0:
-            _brightness(target, source, np.float32(p[5]))
-        elif part == 1:
-            _contrast(target, source, np.float32(p[6]), np.float32(p[7]))
-        elif part == 2:
-            _saturation(target, source, np.float32(p[8]), np.float32(p[9]))
-        else:
-            hue(target, source, np.float32(p[10]))
-        source = target
+    else:
+        shape = (img.shape[0], img.shape[1], img.shape[2])
+        a = np.empty(shape, dtype=np.float32)
+        b = np.empty(shape, dtype=np.float32)
+        source = img
+        for k in range(len(steps)):
+            target = out if k == len(steps) - 1 else (a if k % 2 == 0 else b)
+            part = steps[k]
+            if part == 0:
+                _brightness(target, source, np.float32(p[5]))
+            elif part == 1:
+                _contrast(target, source, np.float32(p[6]), np.float32(p[7]))
+            elif part == 2:
+                _saturation(target, source, np.float32(p[8]), np.float32(p[9]))
+            else:
+                hue(target, source, np.float32(p[10]))
+            source = target
+    if p[0] != 0.0 and not (p[12] == 0 and p[13] == 1 and p[14] == 2):
+        _permute(out, int(p[12]), int(p[13]), int(p[14]))
+
+
+@_jit
+def _permute(img: Any, c0: int, c1: int, c2: int) -> None:
+    """``img``'s channels in place: channel ``c`` takes channel ``c<c>`` (torchvision's
+    ``permute_channels``)."""
+    for y in range(img.shape[0]):
+        for x in range(img.shape[1]):
+            v0, v1, v2 = img[y, x, c0], img[y, x, c1], img[y, x, c2]
+            img[y, x, 0], img[y, x, 1], img[y, x, 2] = v0, v1, v2
 
 
 @_jit

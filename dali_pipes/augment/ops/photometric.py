@@ -6,8 +6,9 @@ factor (hue: a shift) drawn from its range; contrast comes before saturation and
 after them, a coin flip per sample; then, with probability ``p``, the channels are put in
 a random order. The colour steps are colour jitter's (:mod:`.color_jitter`: the same
 packed row, the same compiled CPU kernel and GPU arithmetic), a step a sample did not
-draw naming the unchanged branch; the channel order is a 3x3 permutation matrix applied by DALI's
-``coord_transform``. It keeps every pixel in place, so boxes and masks pass through.
+draw naming the unchanged branch. The CPU kernel also writes the channels in their
+order; the GPU's graph applies it as a 3x3 permutation matrix (DALI's ``coord_transform``).
+It keeps every pixel in place, so boxes and masks pass through.
 """
 
 from __future__ import annotations
@@ -84,12 +85,13 @@ class PhotometricDistort(Op):
         for k in range(4):
             params[f"at{k}"] = steps[:, k]
         params["apply"] = np.ones(n, bool)
-        params["packed"] = pack(params, (False,) * 4)
         permute = u[:, 9] < self.p
         perm = np.argsort(u[:, 10:13], axis=1, kind="stable")
         perm = np.where(permute[:, None], perm, np.arange(3))
         params["permutation"] = perm.astype(np.int32)
-        params["matrix"] = np.eye(3, dtype=np.float32)[perm]
+        for c in range(3):
+            params[f"perm{c}"] = perm[:, c]
+        params["packed"] = pack(params, (False,) * 4)
         return params
 
     def torch(self, image: torch.Tensor, p: Row, ctx: Context) -> torch.Tensor:
@@ -113,15 +115,18 @@ class PhotometricDistort(Op):
         return image
 
     def dali(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        from nvidia.dali import fn
-
-        if ctx.gpu_graph:
-            images = self._steps(images, p, ctx)
-        else:  # one compiled kernel per sample (imports numba: CPU only)
+        packed = p["packed"]
+        if not ctx.gpu_graph:  # one compiled kernel per sample, the channel order included
             from dali_pipes.augment.ops import cpu_kernels
 
-            images = cpu_kernels.jitter(images, p["packed"])
-        return fn.coord_transform(images, M=p["matrix"])
+            return cpu_kernels.jitter(images, packed)
+        from nvidia.dali import fn, types
+
+        images = self._steps(images, p, ctx)
+        first = FIELDS.index("perm0")
+        order = fn.cast(packed[first : first + 3], dtype=types.INT32)
+        # row c of the matrix picks input channel perm<c>
+        return fn.coord_transform(images, M=fn.one_hot(order, num_classes=3, dtype=types.FLOAT))
 
     def _steps(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
         from nvidia.dali import fn, types
@@ -156,7 +161,7 @@ class PhotometricDistort(Op):
         return gpu
 
     def dali_params(self, names: tuple[str, ...]) -> tuple[str, ...]:
-        return ("packed", "matrix")
+        return ("packed",)
 
     def torchvision(self) -> Any:
         from torchvision.transforms import v2
