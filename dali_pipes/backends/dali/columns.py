@@ -41,9 +41,25 @@ DECODE = (("decode.anchor", "float32"), ("decode.shape", "float32"))
 Column = tuple[str, str]
 
 #: The instance masks' columns of data with masks, after the views: each sample's masks
-#: (uint8 ``[H, W, K]``, its kept objects') and the ROI their nearest-neighbour resize
-#: samples (:meth:`~dali_pipes.augment.geometry.Geometry.nearest_roi`), ``[n, 2]`` each.
-MASKS = (("masks", "uint8"), ("masks.roi_start", "float32"), ("masks.roi_end", "float32"))
+#: (uint8 ``[H, W, K]``, its kept objects'), the crop window (x, y and w, h in source
+#: pixels), the ROI their nearest-neighbour resize samples
+#: (:meth:`~dali_pipes.augment.geometry.Geometry.nearest_roi`) and the output size (h, w),
+#: ``[n, 2]`` each.
+MASKS = (
+    ("masks", "uint8"),
+    ("masks.anchor", "float32"),
+    ("masks.shape", "float32"),
+    ("masks.roi_start", "float32"),
+    ("masks.roi_end", "float32"),
+    ("masks.out", "float32"),
+)
+
+#: A plain split whose crop pads: each window is resized in its band
+#: (:mod:`~dali_pipes.augment.geometry_band`), which the view's geometry columns then
+#: describe (in the decoded region's pixels); these come last: the region decoded (x, y
+#: and w, h in source pixels), where the output starts in the resized band (x, y) and the
+#: output's size (w, h), ``[n, 2]`` float32 each.
+BAND = tuple((f"band.{name}", "float32") for name in ("region", "region_shape", "place", "size"))
 
 
 class Window(NamedTuple):
@@ -69,11 +85,23 @@ class View(NamedTuple):
 
 
 class Masks(NamedTuple):
-    """The instance masks of a batch and the ROI their resize samples (:data:`MASKS`)."""
+    """The instance masks of a batch and their geometry (:data:`MASKS`)."""
 
     masks: Any
+    anchor: Any
+    shape: Any
     roi_start: Any
     roi_end: Any
+    out: Any
+
+
+class Band(NamedTuple):
+    """Where each padded window's band is decoded and placed (:data:`BAND`)."""
+
+    region: Any
+    region_shape: Any
+    place: Any
+    size: Any
 
 
 class Fed(NamedTuple):
@@ -90,6 +118,8 @@ class Fed(NamedTuple):
     #: Data with targets, on the feed's side only (never a column): the batch's objects
     #: as the hand-over gives them (:class:`~dali_pipes.backends.targets.Moved` each).
     objects: Any = None
+    #: A plain split whose crop pads: the bands resized instead of the whole windows.
+    band: Band | None = None
 
     def flat(self) -> tuple[Any, ...]:
         """Every column in feed order: images, labels, the shared decode window (views),
@@ -100,13 +130,16 @@ class Fed(NamedTuple):
         """The columns after the images: what the cache feeds apart from its pixels."""
         shared = () if self.decode is None else tuple(self.decode)
         masks = () if self.masks is None else tuple(self.masks)
+        band = () if self.band is None else tuple(self.band)
         views = (column for view in self.views for column in view.flat())
-        return (self.labels, *shared, *views, *masks)
+        return (self.labels, *shared, *views, *masks, *band)
 
     def decoded(self) -> Window:
-        """Where each image is decoded: the shared window, or the one view's."""
+        """Where each image is decoded: the shared window, the band, or the one view's."""
         if self.decode is not None:
             return self.decode
+        if self.band is not None:
+            return Window(self.band.region, self.band.region_shape)
         return Window(self.views[0].anchor, self.views[0].shape)
 
 
@@ -126,8 +159,10 @@ class FedColumns:
     views: int = 1
     decode: bool = False
     each: tuple[tuple[Column, ...], ...] = ()
-    #: Whether the instance masks' columns (:data:`MASKS`) come last.
+    #: Whether the instance masks' columns (:data:`MASKS`) come after the views.
     masks: bool = False
+    #: Whether the band's columns (:data:`BAND`) come last.
+    band: bool = False
 
     def __post_init__(self) -> None:
         each = self.each or (self.params,) * self.views
@@ -141,12 +176,15 @@ class FedColumns:
         return cls(_params(pipeline))
 
     @classmethod
-    def of_split(cls, augment: Any, train: bool, masks: bool = False) -> FedColumns:
+    def of_split(
+        cls, augment: Any, train: bool, masks: bool = False, band: bool = False
+    ) -> FedColumns:
         """The columns of a split of ``augment`` (an :class:`~dali_pipes.augment.spec.
         AugmentSpec`): its pipeline's (a plain split), or every view's after the shared
-        decode window (a split with views); ``masks``: the data's instance masks last."""
+        decode window (a split with views); ``masks``: the data's instance masks after
+        them; ``band``: the bands of a plain split whose crop pads, last."""
         each = tuple(_params(p) for p in augment.views(train).pipelines)
-        return cls(each[0], len(each), augment.multi_view(train), each, masks)
+        return cls(each[0], len(each), augment.multi_view(train), each, masks, band)
 
     def columns(self, images: bool = True) -> list[tuple[str, str]]:
         """(name, dtype) of every column in feed order (``images=False``: from the labels
@@ -163,6 +201,7 @@ class FedColumns:
             *shared,
             *views,
             *(MASKS if self.masks else ()),
+            *(BAND if self.band else ()),
         ]
 
     def dali_types(self, images: bool = True) -> list[Any]:
@@ -186,7 +225,15 @@ class FedColumns:
             views.append(_view(rest[at : at + n]))
             at += n
         masks = Masks(*rest[at : at + len(MASKS)]) if self.masks else None
-        return Fed(images, rest[0], tuple(views), decode, masks)
+        at += len(MASKS) if self.masks else 0
+        band = Band(*rest[at : at + len(BAND)]) if self.band else None
+        return Fed(images, rest[0], tuple(views), decode, masks, band=band)
+
+
+def banded(augment: Any, train: bool) -> bool:
+    """Whether a split's windows are resized in bands (:data:`BAND`): a plain split whose
+    crop pads (a split with views cuts its windows from one shared decode)."""
+    return not augment.multi_view(train) and augment.views(train).pad_fill() is not None
 
 
 def _params(pipeline: Any) -> tuple[Column, ...]:

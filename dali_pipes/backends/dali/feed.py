@@ -31,9 +31,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dali_pipes.augment.geometry_band import band
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
-from dali_pipes.backends.dali.columns import Fed, View, Window
+from dali_pipes.backends.dali.columns import Band, Fed, View, Window, banded
 from dali_pipes.backends.dali.objects import batch_objects, batch_targets
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
@@ -164,6 +165,8 @@ class Feed:
         self.labels = spec.source.labels
         self.views = spec.augment.views(spec.train)
         self.multi_view = spec.augment.multi_view(spec.train)
+        #: A plain split whose crop pads: each window's band is fed (:data:`.columns.BAND`).
+        self.banded = banded(spec.augment, spec.train)
         #: Data with targets: a batch's objects (and masks' columns) of its draw.
         self._objects = None
         self._annotated = spec.source if isinstance(spec.source, Annotated) else None
@@ -339,10 +342,16 @@ class Feed:
             self._view(pipeline, draw, decode)
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         )
+        bands = None
+        if self.banded:  # the one view's window is its band, in the region decoded
+            b = band(draws[0].geometry, sizes)
+            params = views[0].params
+            views = (View(b.anchor, b.shape, b.roi_start, b.roi_end, b.out, params),)
+            bands = Band(b.region, b.region_shape, b.place, b.size)
         if self._objects is None or targets is None:
-            return Fed(images, self.labels[indices], views, decode)
+            return Fed(images, self.labels[indices], views, decode, band=bands)
         objects, masks = self._objects(draws[0], targets, indices, sizes)
-        return Fed(images, self.labels[indices], views, decode, masks, objects)
+        return Fed(images, self.labels[indices], views, decode, masks, objects, bands)
 
     def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:
         """One view's columns: its window (in the shared ``decode`` window, if any), ROI,

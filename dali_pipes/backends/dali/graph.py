@@ -28,7 +28,7 @@ import torch
 
 from dali_pipes.augment.base import Context
 from dali_pipes.augment.targets.masks_dali import masks_through_geometry
-from dali_pipes.backends.dali.columns import Fed, FedColumns
+from dali_pipes.backends.dali.columns import Fed, FedColumns, banded
 from dali_pipes.backends.dali.views import ViewGraph, window
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.data.interface import Annotated
@@ -232,11 +232,18 @@ class DaliGraph:
         return self.spec.augment.views(self.spec.train).pad_fill()
 
     @property
+    def banded(self) -> bool:
+        """Whether the windows are resized in bands (:func:`.columns.banded`): the decoded
+        region is then each band's part inside its image."""
+        return banded(self.spec.augment, self.spec.train)
+
+    @property
     def roi_decode(self) -> bool:
         """Decode only the crop window: as asked, else unless nvJPEG is asked for fancy
         upsampling (which it declines together with region decoding). Never for windows
-        that may reach past the image: DALI's region decoders cannot pad."""
-        if self.pad_fill is not None:
+        that may reach past the image (DALI's region decoders cannot pad) unless they are
+        resized in bands, whose decoded region lies inside the image."""
+        if self.pad_fill is not None and not self.banded:
             return False
         roi = self.options.roi_decode
         return not self.fancy_upsampling if roi is None else roi
@@ -255,7 +262,7 @@ class DaliGraph:
             p.needs_conditionals(self.devices.gpu_graph) for p in augment.views(train).pipelines
         )
         # The columns are named here, outside the graph function AutoGraph converts.
-        columns = FedColumns.of_split(augment, train, masks=self.masks)
+        columns = FedColumns.of_split(augment, train, masks=self.masks, band=self.banded)
         graph = pipeline_def(
             partial(self._graph, inputs, columns), enable_conditionals=conditionals
         )
@@ -365,19 +372,18 @@ class DaliGraph:
         return isinstance(source, Annotated) and source.has_masks
 
     def _masks(self, fed: Fed) -> Any:
-        """The instance masks through the one view's window, nearest-neighbour resize and
-        ops (:mod:`dali_pipes.augment.targets.masks_dali`), where the images go."""
+        """The instance masks through the crop's window (their own columns), nearest-neighbour
+        resize and ops (:mod:`dali_pipes.augment.targets.masks_dali`), where the images go."""
         from nvidia.dali import fn
 
-        assert fed.masks is not None
+        m = fed.masks
+        assert m is not None
         devices, view = self.devices, fed.views[0]
         pipeline = self.spec.augment.views(self.spec.train).pipelines[0]
-        masks = fn.reshape(fed.masks.masks, layout="HWC")
+        masks = fn.reshape(m.masks, layout="HWC")
         if devices.on_gpu:
             masks = masks.gpu()
-        masks = masks_through_geometry(
-            masks, view.anchor, view.shape, fed.masks.roi_start, fed.masks.roi_end, view.out, 0
-        )
+        masks = masks_through_geometry(masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, 0)
         ctx = Context(size=pipeline.size(), gpu=devices.on_gpu, twin=devices.is_twin)
         masks = pipeline.targets.masks_dali(masks, view.params, ctx)
         return masks.gpu() if devices.copies_to_gpu else masks
@@ -388,7 +394,7 @@ class DaliGraph:
         the labels."""
         devices = self.devices
         images, fed = inputs.nodes(self, columns)
-        views = ViewGraph(self.spec.augment, self.spec.train, devices, self._resize)
+        views = ViewGraph(self.spec.augment, self.spec.train, devices, self._resize, self.pad_fill)
         outputs = views.outputs(images, fed)
         if fed.masks is not None:  # data with instance masks: after the images
             outputs.append(self._masks(fed))

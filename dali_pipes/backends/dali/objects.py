@@ -74,8 +74,11 @@ def batch_objects(
         hwk = np.zeros((*masks.shape[1:], depth), np.uint8)
         hwk[..., : len(masks)] = masks.transpose(1, 2, 0)
         columns.append(hwk)
-    start, end = draw.geometry.nearest_roi()
-    return moved, Masks(columns, start, end)
+    g = draw.geometry
+    anchor, shape = g.decode_window()
+    start, end = g.nearest_roi()
+    out = np.tile(np.asarray(g.out, np.float32), (len(g.window), 1))
+    return moved, Masks(columns, anchor, shape, start, end, out)
 
 
 def with_masks(moved: list[Moved], masks: torch.Tensor) -> list[Moved]:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from dali_pipes.augment.pipeline import Pipeline
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.dali.columns import Fed, View
+from dali_pipes.backends.dali.columns import Band, Fed, View
 
 
 class Placement(Protocol):
@@ -79,6 +79,8 @@ class ViewGraph:
     train: bool
     devices: Placement
     resize: Resize
+    #: The padding colour of windows past the image (their bands are placed on it).
+    fill: tuple[int, int, int] | None = None
 
     def outputs(self, images: Any, fed: Fed) -> list[Any]:
         """Each view's normalised batch from the decoded ``images`` and the fed columns,
@@ -89,18 +91,25 @@ class ViewGraph:
         # Indexing, not zip(strict=True): DALI's AutoGraph (conditionals) converts this code
         # and its zip takes no keywords.
         for v in range(len(fed.views)):
-            outputs.append(self.view(images, fed.views[v], pipelines[v], shared))
+            outputs.append(self.view(images, fed.views[v], pipelines[v], shared, fed.band))
         return outputs
 
-    def view(self, images: Any, view: View, pipeline: Pipeline, shared: bool) -> Any:
+    def view(
+        self, images: Any, view: View, pipeline: Pipeline, shared: bool, band: Band | None = None
+    ) -> Any:
         """One view: its window of the shared decoded region (``shared``: views only),
-        resize, ops and normalisation."""
+        resize (of the ``band`` of a padded window, placed on the fill), ops and
+        normalisation."""
         from nvidia.dali import fn, types
 
         if shared:
             images = window(images, view.anchor, view.shape)
         interpolation = pipeline.crop.interpolation
+        if band is not None:  # the view's window is the band, in the decoded region
+            images = window(images, view.anchor, view.shape, self.fill)
         images = self.resize(images, view.roi_start, view.roi_end, view.out, interpolation)
+        if band is not None:  # the resized band placed on the fill
+            images = window(images, band.place, band.size, self.fill)
         devices = self.devices
         images, mirror = pipeline.dali(
             images, view.params, gpu=devices.on_gpu, twin=devices.is_twin

@@ -26,9 +26,9 @@ class Draws:
         self.views = views
         self.calls: list[tuple[int, int]] = []  # (thread id, epoch)
 
-    def draw(self, sizes: Any, ids: Any, seed: int, epoch: int) -> Any:
+    def draw(self, sizes: Any, ids: Any, seed: int, epoch: int, boxes: Any = None) -> Any:
         self.calls.append((threading.get_ident(), epoch))
-        return self.views.draw(sizes, ids, seed, epoch)
+        return self.views.draw(sizes, ids, seed, epoch, boxes)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.views, name)

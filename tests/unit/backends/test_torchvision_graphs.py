@@ -108,19 +108,20 @@ def test_each_mapped_pipelines_gpu_graph_traces_and_checks_out(name: str, where:
     assert result.ok, result.problems
 
 
-def test_a_padded_crop_decodes_whole_images_and_pads_with_the_fill() -> None:
-    """DALI's region decoders cannot pad: the graph decodes whole images and slices the
-    window with the fill colour; a crop that stays inside keeps region decoding."""
+def test_a_padded_crop_decodes_the_region_inside_the_image_and_pads_its_band() -> None:
+    """DALI's region decoders cannot pad: a padded crop decodes its band's part inside the
+    image (a region decode), pads it to the band with the fill colour, resizes it and
+    places it on the fill (two slices that pad); a crop that stays inside decodes its window."""
     padded = DaliGraph(loader_spec(PIPELINES["cifar v1 (padded random crop, vflip, randaugment)"]),
                        GraphDevices.gpu(0), num_threads=1)  # fmt: skip
     inside = DaliGraph(loader_spec(PIPELINES["eval v1"]), GraphDevices.gpu(0), num_threads=1)
-    assert padded.pad_fill == (10, 20, 30) and not padded.roi_decode
-    assert inside.pad_fill is None and inside.roi_decode
+    assert padded.pad_fill == (10, 20, 30) and padded.banded and padded.roi_decode
+    assert inside.pad_fill is None and not inside.banded and inside.roi_decode
     traced = check("padded", GraphDevices.gpu(0), lambda: padded.define(EncodedFiles())).graph
     assert traced is not None
     schemas = [op.schema for op in traced.ops]
-    assert "decoders__Image" in schemas and "decoders__ImageSlice" not in schemas
-    assert "Slice" in schemas
+    assert "decoders__ImageSlice" in schemas and "decoders__Image" not in schemas
+    assert schemas.count("Slice") == 2
 
 
 def test_augment_torchvision_from_the_config_traces_on_the_gpu() -> None:
