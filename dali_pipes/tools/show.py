@@ -6,7 +6,8 @@ Writes one PNG (``show.out``):
   order, as one batch through the configured training pipeline (batch stage included),
   un-normalised, one column per backend -- DALI on the GPU where there is one, DALI on the
   CPU, torch -- and the amplified difference between the first and the last column, with
-  each sample's label under it (a soft target's two largest classes and their weights);
+  each sample's label under it (a soft target's two largest classes and their weights;
+  for data with boxes, its objects drawn over it and counted under it);
   for a split with views (``augment=dino`` ...), each sample's views side by side, one row
   per backend, and a row of their differences;
 - with ``show.run=<output_dir> show.step=<n>`` (``show.rank``), the batch that rank trained
@@ -33,6 +34,7 @@ from omegaconf import DictConfig
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.base import Images, each_view, has_views
 from dali_pipes.backends.handover import pixels
+from dali_pipes.backends.targets import labels_to
 from dali_pipes.config import cli
 from dali_pipes.config.compose import compose_config, load_saved_config
 from dali_pipes.config.loaders import build_loader
@@ -42,6 +44,7 @@ from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import ConfigError, DaliPipesError, require
 from dali_pipes.tools.gallery import SHIPPED, gallery, pick_photos
 from dali_pipes.tools.grid import Tile, draw_grid, save_png
+from dali_pipes.tools.overlay import boxes_difference, has_targets, objects_caption, overlay
 from dali_pipes.train.state import trainer_spec
 
 log = logging.getLogger("dali_pipes.show")
@@ -57,7 +60,7 @@ class Shown:
 
     column: str
     images: Images
-    labels: torch.Tensor
+    labels: Any  # a tensor of labels, or detection targets (a dict per image)
     classes: tuple[str, ...]
 
 
@@ -109,7 +112,8 @@ def batch_of(cfg: DictConfig, column: str, where: Where) -> Shown:
         batches = iter(loader)
         images, labels = next(batches)
         del batches
-        return Shown(column, each_view(torch.Tensor.cpu, images), labels.cpu(), loader.classes)
+        labels = labels_to(labels, torch.device("cpu"))
+        return Shown(column, each_view(torch.Tensor.cpu, images), labels, loader.classes)
 
 
 def preview(cfg: DictConfig, show: ShowSpec) -> list[Shown]:
@@ -171,11 +175,13 @@ def grid_rows(
     header = [s.column for s in shown]
     rows = []
     for j in range(min(count, len(shown[0].labels))):
-        row = [
-            Tile(p[j], label_text(s.labels[j], s.classes)) for s, p in zip(shown, seen, strict=True)
-        ]
+        row = [_tile(p[j], s.labels[j], s.classes) for s, p in zip(shown, seen, strict=True)]
         if len(shown) > 1:
-            row.append(_difference(seen[0][j], seen[-1][j], amplify))
+            difference = _difference(seen[0][j], seen[-1][j], amplify)
+            if has_targets(shown[0].labels):
+                boxes = boxes_difference(shown[0].labels[j], shown[-1].labels[j])
+                difference = Tile(difference.image, f"{difference.caption}\n{boxes}")
+            row.append(difference)
         rows.append(row)
     if len(shown) > 1:
         header.append(f"|{shown[0].column} - {shown[-1].column}| x{amplify:g}")
@@ -207,6 +213,13 @@ def _view_rows(
             )
             titles.append(f"{j}: |{shown[0].column} - {shown[-1].column}| x{amplify:g}")
     return rows, header, titles
+
+
+def _tile(image: torch.Tensor, label: Any, classes: tuple[str, ...]) -> Tile:
+    """One sample: its image and label, or its objects drawn over it and counted."""
+    if isinstance(label, dict):
+        return Tile(overlay(image, label, classes), objects_caption(label, classes))
+    return Tile(image, label_text(label, classes))
 
 
 def _difference(a: torch.Tensor, b: torch.Tensor, amplify: float) -> Tile:
