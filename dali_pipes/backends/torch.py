@@ -99,7 +99,7 @@ class _Samples(Dataset[_Sample]):
         path = self.source.name(index)
         image = self.policy.attempt(
             path,
-            lambda: decode_bytes(blob, path, self.max_pixels),
+            lambda: self._decoded(index, blob, path),
             lambda name, exc: failed.append((name, str(exc))),
         )
         if image is None:
@@ -117,6 +117,16 @@ class _Samples(Dataset[_Sample]):
             pipeline = self.views.pipelines[0]
             targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size)
         return _Made(views if self.multi_view else views[0], targets)
+
+    def _decoded(self, index: int, blob: Blob, path: str) -> torch.Tensor:
+        """Sample ``index``'s image; a :class:`DataError` when it is bad, or when its
+        targets do not fit it (:meth:`~dali_pipes.data.interface.Annotated.misfit`)."""
+        image = decode_bytes(blob, path, self.max_pixels)
+        if self.annotated is not None:
+            size = (int(image.shape[-2]), int(image.shape[-1]))
+            if (why := self.annotated.misfit(index, size)) is not None:
+                raise DataError(why)
+        return image
 
 
 class _PlannedBatches(Sampler[list[Key]]):

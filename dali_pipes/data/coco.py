@@ -128,6 +128,18 @@ class CocoSource:
             int(self.image_ids[index]), self.boxes[lo:hi], self.box_labels[lo:hi], masks
         )
 
+    def misfit(self, index: int, size: tuple[int, int]) -> str | None:
+        """The image's size against its annotations' (``height``, ``width``), which its
+        instance masks are drawn at: with masks they must be equal."""
+        h, w = (int(v) for v in self.heights_widths[index])
+        if self.segmentations is None or (h, w) == tuple(size):
+            return None
+        return (
+            f"{self.name(index)}: the image is {size[0]}x{size[1]} but its annotations "
+            f"(image id {int(self.image_ids[index])} in {self.annotations}) say {h}x{w}, "
+            "so its masks do not fit it; fix the annotations or set data.on_error=skip"
+        )
+
 
 def decode_masks(segmentations: tuple[Any, ...], height: int, width: int) -> np.ndarray:
     """uint8 ``[K, height, width]`` masks from COCO segmentations (polygons, RLE)."""

@@ -159,6 +159,12 @@ class Annotated(Protocol):
         reads them on its read threads)."""
         ...
 
+    def misfit(self, index: int, size: tuple[int, int]) -> str | None:
+        """Why sample ``index``'s targets cannot go with its image of ``size`` (height,
+        width), read from the image: a one-line reason naming the file and what to fix,
+        or None when they fit. A loader treats a misfit like an unreadable image."""
+        ...
+
 
 @runtime_checkable
 class StoredFormat(Protocol):

@@ -219,12 +219,24 @@ class Feed:
             blobs = local.blobs
         else:
             blobs = (self.stream or self.source).read(batch)
-        sizes, bad = self.sizes.check(batch, blobs, self.source.name)
+        sizes, bad = self._check(batch, blobs)
         if bad.any():
             return Read(blobs, sizes, bad, local, None)
         images = blobs if local is None else _dali_batch(blobs)
         fed = self._columns(epoch, batch, images, sizes)
         return Read(blobs, sizes, bad, local, Ready(images, Columns(fed, _dali_columns(fed))))
+
+    def _check(self, indices: np.ndarray, blobs: list[Blob]) -> tuple[np.ndarray, np.ndarray]:
+        """The sizes of samples ``indices`` from their headers, and which are bad: a header
+        that fails its check, or targets that do not fit their image (the blob replaced by
+        the error naming it, as :meth:`HeaderSizes.check` does)."""
+        sizes, bad = self.sizes.check(indices, blobs, self.source.name)
+        if self._annotated is not None:
+            for p in np.flatnonzero(~bad):
+                i, hw = int(indices[p]), (int(sizes[p, 0]), int(sizes[p, 1]))
+                if (why := self._annotated.misfit(i, hw)) is not None:
+                    blobs[p], bad[p] = DataError(why), True
+        return sizes, bad
 
     def _next_batch(self) -> ToFeed:
         """The next plan batch with its good files.
@@ -306,7 +318,7 @@ class Feed:
             self._report(index, None)
             return None
         blobs = self.source.read([index])
-        sizes, bad = self.sizes.check(np.array([index]), blobs, self.source.name)
+        sizes, bad = self._check(np.array([index]), blobs)
         if bad[0]:
             self._report(index, blobs[0])
             return None

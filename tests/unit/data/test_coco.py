@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from dali_pipes import DALIIterator, compose_config
+from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.config.specs import to_spec
 from dali_pipes.data.coco import open_coco
 from dali_pipes.data.interface import Annotated, Source
@@ -198,3 +198,40 @@ def test_a_missing_image_file_is_a_bad_sample_named_by_its_path(coco: Path, tmp_
     index = source.files.index(str(root / "val2017" / "gone.jpg"))
     (blob,) = source.read([index])
     assert isinstance(blob, DataError) and "gone.jpg" in str(blob)
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+def test_masks_whose_image_has_another_size_are_one_line_or_under_skip_a_bad_sample(
+    coco: Path, tmp_path: Path, backend: str
+) -> None:
+    """The annotations say a size the image does not have, so its masks (drawn at the
+    annotations' size) cannot follow it: one line naming the image, the image id and the
+    annotations file; under skip a substitute takes its place, as for an unreadable image."""
+
+    def grow(content: dict[str, Any]) -> None:
+        content["images"][2]["height"] += 7
+
+    root = with_annotations(coco, tmp_path, grow)
+    image = json.loads((root / "annotations" / "instances_val2017.json").read_text())["images"][2]
+    overrides = [
+        "data=coco",
+        f"data.root={root}",
+        "data.masks=true",
+        "data.batch_size=4",
+        "augment=small",
+        f"backend={backend}",
+        "backend.device=cpu",
+        *(["backend.num_workers=0"] if backend == "torch" else []),
+    ]
+    with pytest.raises(DataError) as caught, build_loader(compose_config(overrides), "val") as bad:
+        list(bad)
+    line = str(caught.value)
+    assert "\n" not in line and image["file_name"] in line
+    assert f"image id {image['id']} " in line and "instances_val2017.json" in line
+    skip = compose_config([*overrides, "data.on_error=skip"])
+    with build_loader(skip, "val") as loader:
+        batches = [targets for _, targets in loader]
+        assert [len(t) for t in batches] == [4, 4]
+        assert any(image["file_name"] in path for path in loader.bad_files)
+    shown = [t["image_id"] for targets in batches for t in targets]
+    assert image["id"] not in shown  # its place taken by a substitute
