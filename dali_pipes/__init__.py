@@ -3,7 +3,8 @@
 ``build_loader(cfg, split)`` turns a composed Hydra config into a loader of any backend;
 ``DALIIterator(data, ...)`` is the DALI loader with plain keyword arguments, over a folder, a
 zip archive, a data spec (``FolderData``, ``ParquetData``, ``ShardData``, ``ZipData``; for
-detection ``CocoData`` and ``SampleObjectsData``), a torchvision ``ImageFolder``, a Hugging
+detection ``CocoData`` and ``SampleObjectsData``, for segmentation ``SegmentationData`` and
+``SampleSegmentationData``), a torchvision ``ImageFolder``, a Hugging
 Face dataset or a :class:`Source`. A user's own
 op, data source (the :class:`Source` interface) or backend is registered by name with
 ``register_op``, ``register_source`` or ``register_backend`` (:mod:`dali_pipes.registry`).
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
         FolderData,
         ParquetData,
         SampleObjectsData,
+        SampleSegmentationData,
+        SegmentationData,
         ShardData,
     )
     from dali_pipes.data.zip_archive import ZipData
@@ -59,6 +62,8 @@ _LAZY = {
     "FolderData": "dali_pipes.data.specs",
     "ParquetData": "dali_pipes.data.specs",
     "SampleObjectsData": "dali_pipes.data.specs",
+    "SampleSegmentationData": "dali_pipes.data.specs",
+    "SegmentationData": "dali_pipes.data.specs",
     "ShardData": "dali_pipes.data.specs",
     "ZipData": "dali_pipes.data.zip_archive",
     "build_loader": "dali_pipes.config.loaders",
@@ -94,6 +99,8 @@ __all__ = [
     "Loader",
     "ParquetData",
     "SampleObjectsData",
+    "SampleSegmentationData",
+    "SegmentationData",
     "ShardData",
     "Source",
     "ZipData",

@@ -1,5 +1,6 @@
 """Detection batches: each sample's objects moved with its image, handed over in the form
-torchvision's detection references give (``(images, targets)``, a dict per image).
+torchvision's detection references give (``(images, targets)``, a dict per image) or its
+segmentation references give (``(images, masks)``).
 
 A sample's boxes move in NumPy from the same draw as its image
 (:attr:`~dali_pipes.augment.pipeline.Pipeline.targets`), so every backend hands over the
@@ -60,10 +61,15 @@ def check_targets(spec: LoaderSpec) -> None:
 
 
 def moved_sample(
-    pipeline: Pipeline, draw: Draw, j: int, sample: SampleTargets, min_size: float
+    pipeline: Pipeline, draw: Draw, j: int, sample: SampleTargets, min_size: float, fill: int = 0
 ) -> Moved:
     """Sample ``j`` of ``draw``'s objects through ``pipeline`` (the torch realisation of
-    its masks); boxes left with less than ``min_size`` are dropped with their masks."""
+    its masks, padded with ``fill``); boxes left with less than ``min_size`` are dropped
+    with their masks. A segmentation sample's one mask is moved as ``[1, H, W]``."""
+    if sample.semantic is not None:
+        mask = torch.from_numpy(np.ascontiguousarray(sample.semantic[None]))
+        moved = pipeline.targets.mask_torch(mask, draw, j, fill)
+        return Moved(sample.boxes, sample.labels, moved, sample.image_id)
     boxes = Boxes(
         sample.boxes,
         sample.labels,
@@ -97,6 +103,15 @@ def target_dicts(moved: Sequence[Moved], size: tuple[int, int]) -> list[Target]:
             target["masks"] = tv_tensors.Mask(sample.masks)
         out.append(target)
     return out
+
+
+def batch_targets(task: str, moved: Sequence[Moved], size: tuple[int, int]) -> Any:
+    """The batch's targets as torchvision's references take them: a dict per image
+    (:func:`target_dicts`) for detection, the masks as one int64 ``[N, H, W]`` tensor for
+    segmentation."""
+    if task == "segmentation":
+        return torch.stack([m.masks[0] for m in moved if m.masks is not None]).long()
+    return target_dicts(moved, size)
 
 
 def labels_to(labels: Any, device: torch.device, non_blocking: bool = False) -> Any:

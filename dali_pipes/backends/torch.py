@@ -17,6 +17,7 @@ GPU's side stream, one batch ahead.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
@@ -27,7 +28,7 @@ from dali_pipes.augment.targets.boxes import Boxes
 from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices, stack_samples
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
-from dali_pipes.backends.targets import Moved, moved_sample, target_dicts
+from dali_pipes.backends.targets import Moved, batch_targets, moved_sample
 from dali_pipes.data.interface import Annotated, images_of
 from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
@@ -115,7 +116,8 @@ class _Samples(Dataset[_Sample]):
         targets = None
         if sample is not None:
             pipeline = self.views.pipelines[0]
-            targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size)
+            fill = self.annotated.mask_fill if self.annotated is not None else 0
+            targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size, fill)
         return _Made(views if self.multi_view else views[0], targets)
 
     def _decoded(self, index: int, blob: Blob, path: str) -> torch.Tensor:
@@ -152,13 +154,15 @@ class _Collated(NamedTuple):
     failed: list[tuple[str, str]]  # (path, reason) of the bad files met
 
 
-def _collate(samples: list[_Sample]) -> _Collated:
+def _collate(samples: list[_Sample], task: str) -> _Collated:
+    """The batch of ``samples``: its labels, or for data with targets (``task``:
+    detection or segmentation) its targets in torchvision's references' form."""
     made = [s.made for s in samples if s.made is not None]
     images = stack_samples([m.images for m in made])
     labels: Any = torch.tensor([s.label for s in samples if s.made is not None], dtype=torch.int64)
     moved = [m.targets for m in made if m.targets is not None]
     if moved and isinstance(images, torch.Tensor):
-        labels = target_dicts(moved, (images.shape[-2], images.shape[-1]))
+        labels = batch_targets(task, moved, (images.shape[-2], images.shape[-1]))
     return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 
 
@@ -194,7 +198,7 @@ class TorchLoader(Loader):
             batch_sampler=self._batches,
             num_workers=workers,
             pin_memory=opts.pin_memory and self.device.type == "cuda",
-            collate_fn=_collate,
+            collate_fn=partial(_collate, task=getattr(spec.source, "task", "classification")),
             **extra,
         )
         self._handover = Handover(self.device, Normalizer(spec.augment, self.device))

@@ -60,6 +60,7 @@ class CocoSource:
     annotations: str = ""
 
     task = "detection"
+    mask_fill = 0  # past the image, an instance mask has no object
 
     def __len__(self) -> int:
         return len(self.images)

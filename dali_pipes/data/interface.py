@@ -151,7 +151,13 @@ class Annotated(Protocol):
 
     @property
     def has_masks(self) -> bool:
-        """Whether each sample's targets have instance masks."""
+        """Whether each sample's targets have masks (instance masks, or its one mask)."""
+        ...
+
+    @property
+    def mask_fill(self) -> int:
+        """What a crop pads masks with: 0 for instance masks (no object), the ignore index
+        for a segmentation mask."""
         ...
 
     def targets(self, index: int) -> SampleTargets:

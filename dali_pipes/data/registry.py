@@ -26,6 +26,8 @@ from dali_pipes.data.specs import (
     ParquetData,
     SampleData,
     SampleObjectsData,
+    SampleSegmentationData,
+    SegmentationData,
     ShardData,
     SyntheticData,
 )
@@ -126,5 +128,11 @@ for _name, _spec, _opener in (
     ("zip", ZipData, "dali_pipes.data.zip_archive:open_zip"),
     ("coco", CocoData, "dali_pipes.data.coco:open_coco"),
     ("sample_objects", SampleObjectsData, "dali_pipes.data.sample_objects:open_sample_objects"),
+    ("segmentation", SegmentationData, "dali_pipes.data.segmentation:open_segmentation"),
+    (
+        "sample_segmentation",
+        SampleSegmentationData,
+        "dali_pipes.data.sample_objects:open_sample_segmentation",
+    ),
 ):
     register_source(_name, _spec, _opener)

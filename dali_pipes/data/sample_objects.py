@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from dali_pipes.data.sample_set import contrasting, default_cache_dir, publish
-from dali_pipes.data.specs import SampleObjectsData
+from dali_pipes.data.specs import SampleObjectsData, SampleSegmentationData
 
 VERSION = 1
 #: The objects' categories as COCO lists them: (id, name); the ids have gaps.
@@ -54,6 +54,56 @@ def ensure_sample_objects(root: str | None, train_images: int, val_images: int) 
         )
         publish(target, readme, draw)
     return target
+
+
+def open_sample_segmentation(data: SampleSegmentationData, split: str) -> Any:
+    """A split of the sample data with masks, generated on first use."""
+    from dataclasses import replace
+
+    from dali_pipes.data.segmentation import open_segmentation
+
+    root = ensure_sample_segmentation(data.root, data.train_images, data.val_images)
+    return open_segmentation(replace(data, root=str(root)), split)
+
+
+def ensure_sample_segmentation(root: str | None, train_images: int, val_images: int) -> Path:
+    """The sample data's folder with masks (the same images as the sample objects, in the
+    paired-folders layout: ``images/<split>/`` and ``masks/<split>/``), generated if
+    absent. Each mask pixel is its object's class, 1..4 in the order of
+    :data:`CATEGORIES` (``circle`` is 1), 0 the background."""
+    base = Path(root).expanduser() if root else default_cache_dir()
+    target = base / f"sample-segmentation-v{VERSION}-{train_images}x{val_images}"
+    if not target.is_dir():
+
+        def draw(tmp: Path) -> None:
+            for split, count in (("train", train_images), ("val", val_images)):
+                write_masks_split(tmp, split, count)
+
+        readme = (
+            f"dali_pipes sample segmentation data, version {VERSION}: {train_images} "
+            f"training and {val_images} validation images of drawn objects with a mask "
+            f"each (1..4: {', '.join(name for _, name in CATEGORIES)}; 0: background).\n"
+        )
+        publish(target, readme, draw)
+    return target
+
+
+def write_masks_split(root: Path, split: str, count: int) -> None:
+    """``count`` images of ``split`` and their masks (grey PNGs) under ``root``."""
+    from PIL import Image
+
+    images, masks = root / "images" / split, root / "masks" / split
+    images.mkdir(parents=True)
+    masks.mkdir(parents=True)
+    label = {category: k + 1 for k, (category, _) in enumerate(CATEGORIES)}
+    for i in range(count):
+        image_id = 1000 * (1 if split == "train" else 2) + i
+        jpeg, height, width, objects = render(np.random.default_rng((VERSION, image_id)))
+        (images / f"{image_id:012d}.jpg").write_bytes(jpeg)
+        mask = np.zeros((height, width), np.uint8)
+        for category, pixels in objects:
+            mask[pixels] = label[category]
+        Image.fromarray(mask, mode="L").save(masks / f"{image_id:012d}.png")
 
 
 def write_split(root: Path, split: str, count: int) -> None:

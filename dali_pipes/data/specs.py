@@ -113,6 +113,45 @@ class SampleObjectsData(CocoData):
 
 
 @dataclass(frozen=True)
+class SegmentationData(DataSpec):
+    """Images with a mask each (a class per pixel), in one of three layouts under ``root``
+    (:mod:`dali_pipes.data.segmentation`): ``images/<split>/x.jpg`` with
+    ``masks/<split>/x.png``; ADE20K's ``images/<split>`` with ``annotations/<split>``;
+    Pascal VOC's ``JPEGImages`` and ``SegmentationClass`` listed by
+    ``ImageSets/Segmentation/<split>.txt``. ``train_split``/``val_split`` name each split's
+    folder or list (ADE20K's are ``training`` and ``validation``). Masks are palette or grey
+    PNGs whose values are the classes; ``ignore_index`` is the value that marks pixels to
+    ignore, and the padding a crop adds to a mask."""
+
+    name: str = "segmentation"
+    root: str | None = None
+    train_split: str = "train"
+    val_split: str = "val"
+    ignore_index: int = 255
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ok = 0 <= self.ignore_index <= 255
+        require(ok, "data.ignore_index", self.ignore_index, "a mask value 0..255")
+
+
+@dataclass(frozen=True)
+class SampleSegmentationData(SegmentationData):
+    """The embedded sample data with a mask per image (the sample objects' shapes, each
+    pixel its category), generated on first use into ``root`` (a cache folder)."""
+
+    name: str = "sample_segmentation"
+    train_images: int = 96
+    val_images: int = 32
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("train_images", "val_images"):
+            value = getattr(self, key)
+            require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
+@dataclass(frozen=True)
 class SampleData(DataSpec):
     """The embedded default dataset, generated on first use into ``root`` (a cache dir)."""
 

@@ -383,7 +383,10 @@ class DaliGraph:
         masks = fn.reshape(m.masks, layout="HWC")
         if devices.on_gpu:
             masks = masks.gpu()
-        masks = masks_through_geometry(masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, 0)
+        fill = self.spec.source.mask_fill if isinstance(self.spec.source, Annotated) else 0
+        masks = masks_through_geometry(
+            masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, fill
+        )
         ctx = Context(size=pipeline.size(), gpu=devices.on_gpu, twin=devices.is_twin)
         masks = pipeline.targets.masks_dali(masks, view.params, ctx)
         return masks.gpu() if devices.copies_to_gpu else masks

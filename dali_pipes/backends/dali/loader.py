@@ -264,7 +264,9 @@ class DaliLoader(Loader):
         dlpack = self._dlpack()
         if objects is None:
             return to_torch(outputs, self.device, augment, dlpack=dlpack, views=views)
-        return detection_batch(outputs, objects, self.graph.masks, self.device, augment, dlpack)
+        task = getattr(self.spec.source, "task", "detection")
+        masks = self.graph.masks
+        return detection_batch(outputs, objects, masks, self.device, augment, dlpack, task)
 
     def _image_source(self) -> Source:
         return images_of(self.spec.source, "backend=dali decodes image files")

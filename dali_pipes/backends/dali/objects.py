@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dali_pipes.augment.geometry import Geometry
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.augment.targets.boxes import Boxes
@@ -50,6 +51,10 @@ def batch_objects(
     :func:`batch_targets`; ``name``: what a sample is called in an error) moved by
     ``draw``, their masks not yet (None each), and the masks' columns for data with masks."""
     samples, boxes = targets
+    if source.task == "segmentation":  # each sample's one mask, a column of one channel
+        g = draw.geometry
+        columns = [np.ascontiguousarray(np.asarray(t.semantic)[..., None]) for t in samples]
+        return [Moved(t.boxes, t.labels, None, t.image_id) for t in samples], _masks(columns, g)
     kept, keep = pipeline.targets.boxes(draw, boxes, min_size)
     moved = []
     for j, sample in enumerate(samples):
@@ -74,11 +79,15 @@ def batch_objects(
         hwk = np.zeros((*masks.shape[1:], depth), np.uint8)
         hwk[..., : len(masks)] = masks.transpose(1, 2, 0)
         columns.append(hwk)
-    g = draw.geometry
+    return moved, _masks(columns, draw.geometry)
+
+
+def _masks(columns: list[np.ndarray], g: Geometry) -> Masks:
+    """The masks' columns: each sample's masks (``[H, W, K]``) and the crop's geometry."""
     anchor, shape = g.decode_window()
     start, end = g.nearest_roi()
     out = np.tile(np.asarray(g.out, np.float32), (len(g.window), 1))
-    return moved, Masks(columns, anchor, shape, start, end, out)
+    return Masks(columns, anchor, shape, start, end, out)
 
 
 def with_masks(moved: list[Moved], masks: torch.Tensor) -> list[Moved]:
@@ -96,14 +105,20 @@ def detection_batch(
     device: torch.device,
     augment: AugmentSpec,
     dlpack: bool,
+    task: str = "detection",
 ) -> Batch:
     """DALI's ``outputs`` (the images, the masks when ``masks``, the labels) and the
-    batch's ``objects`` as ``(images, targets)``: a target dict per image, on ``device``
-    like the images."""
+    batch's ``objects`` as ``(images, targets)``: a target dict per image, or for
+    segmentation the masks as one int64 ``[N, H, W]`` tensor, on ``device`` like the
+    images."""
     moved = objects
     if masks:  # the masks' output sits between the images and the labels
-        moved = with_masks(objects, masks_tensor(outputs[1], device, dlpack))
+        made = masks_tensor(outputs[1], device, dlpack)
         outputs = (outputs[0], outputs[2])
+        if task == "segmentation":
+            images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
+            return images, made[..., 0].long()
+        moved = with_masks(objects, made)
     images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
     size = (int(images.shape[-2]), int(images.shape[-1]))
     return images, labels_to(target_dicts(moved, size), device)

@@ -1,0 +1,216 @@
+"""``data=segmentation``: images paired with masks that give each pixel's class.
+
+Three layouts under ``root`` are recognised, in this order:
+
+- Pascal VOC: ``JPEGImages/<id>.jpg`` with ``SegmentationClass/<id>.png``, the split's ids
+  listed in ``ImageSets/Segmentation/<split>.txt`` (``train``, ``val``);
+- ADE20K: ``images/<split>/<name>.jpg`` with ``annotations/<split>/<name>.png``
+  (``training``, ``validation``);
+- paired folders: ``images/<split>/<name>.<ext>`` with ``masks/<split>/<name>.png``.
+
+A mask is a palette PNG (its indices are the classes, as VOC's) or a grey one (its values
+are, as ADE20K's); ``data.ignore_index`` (255, VOC's border) marks pixels to ignore and is
+what a crop pads masks with. Masks are read with their images, on the loaders' read
+threads; a mask that is missing, unreadable, in colour or of another size than its image
+is a bad sample under ``data.on_error`` (one line naming it, or a substitute).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from os.path import join, splitext
+from typing import Any
+
+import numpy as np
+
+from dali_pipes.data.interface import Indices, SampleStat
+from dali_pipes.data.sources import FolderSource
+from dali_pipes.data.specs import SegmentationData
+from dali_pipes.data.targets import SampleTargets
+from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.image.decode import Blob
+from dali_pipes.image.headers import IMAGE_EXTENSIONS
+
+#: (name, images folder, masks folder) of the folder layouts, per split folder.
+LAYOUTS = (("ADE20K", "images", "annotations"), ("paired folders", "images", "masks"))
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentationSource:
+    """One split: its images (an image folder's reading) and each image's mask file."""
+
+    images: FolderSource  # the image files, their labels 0
+    masks: tuple[str, ...] = field(repr=False)  # each image's mask file
+    layout: str = "paired folders"
+    ignore_index: int = 255
+
+    task = "segmentation"
+    has_masks = True  # one mask per image, moved as the images' masks are
+
+    @property
+    def mask_fill(self) -> int:
+        """Past the image, a mask's pixels are to be ignored."""
+        return self.ignore_index
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    @property
+    def root(self) -> str:
+        """The split's image folder."""
+        return self.images.root
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Each image's path."""
+        return self.images.files
+
+    @property
+    def labels(self) -> np.ndarray:
+        """0 for every image: its mask has the classes (:meth:`targets`)."""
+        return self.images.labels
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """No class names are known: a mask's values are the classes."""
+        return self.images.classes
+
+    @property
+    def read_timeout(self) -> float | None:
+        """Seconds an image's read may take before it is a bad sample."""
+        return self.images.read_timeout
+
+    def read(self, indices: Indices) -> list[Blob]:
+        """Each image's encoded bytes, or the error naming it."""
+        return self.images.read(indices)
+
+    def identity(self, indices: Indices) -> np.ndarray:
+        """What each sample's augmentation is drawn from: its index in the split."""
+        return self.images.identity(indices)
+
+    def name(self, index: int) -> str:
+        """The image's path."""
+        return self.images.name(index)
+
+    def local_paths(self) -> tuple[str, ...] | None:
+        """The image files (local files)."""
+        return self.images.local_paths()
+
+    def stats(self) -> list[SampleStat]:
+        """Size and version of each image file."""
+        return self.images.stats()
+
+    def _open(self, index: int) -> Any:
+        """Sample ``index``'s mask as a PIL image, not yet decoded; a :class:`DataError`
+        naming the file when it cannot be a mask."""
+        from PIL import Image, UnidentifiedImageError
+
+        path = self.masks[index]
+        (blob,) = self.images.storage.read_many([path], self.read_timeout)
+        if isinstance(blob, BaseException):
+            raise DataError(f"{path}: cannot read the mask of {self.name(index)} ({blob})")
+        try:
+            picture = Image.open(io.BytesIO(blob.tobytes()))
+        except (UnidentifiedImageError, OSError) as exc:
+            raise DataError(f"{path}: not a readable mask ({exc}); replace it") from None
+        if picture.mode not in ("P", "L"):
+            raise DataError(
+                f"{path}: a {picture.mode} mask; masks are palette or grey PNGs whose "
+                "values are the classes (0..255): convert it"
+            )
+        return picture
+
+    def mask(self, index: int) -> np.ndarray:
+        """Sample ``index``'s mask, uint8 ``[H, W]``."""
+        with self._open(index) as picture:
+            try:
+                return np.array(picture, dtype=np.uint8)  # a copy: writable
+            except OSError as exc:
+                path = self.masks[index]
+                raise DataError(f"{path}: not a readable mask ({exc}); replace it") from None
+
+    def targets(self, index: int) -> SampleTargets:
+        """Image ``index``'s mask as its targets (no boxes)."""
+        mask = self.mask(index)
+        return SampleTargets(
+            index, np.zeros((0, 4), np.float32), np.zeros(0, np.int64), semantic=mask
+        )
+
+    def misfit(self, index: int, size: tuple[int, int]) -> str | None:
+        """Why the mask cannot go with its image of ``size``, from its header: missing,
+        unreadable, in colour, or of another size; None when it fits."""
+        try:
+            with self._open(index) as picture:
+                width, height = picture.size
+        except DataError as exc:
+            return str(exc)
+        if (height, width) != tuple(size):
+            return (
+                f"{self.masks[index]}: a {height}x{width} mask for the {size[0]}x{size[1]} "
+                f"image {self.name(index)}; fix the mask or set data.on_error=skip"
+            )
+        return None
+
+
+def open_segmentation(data: SegmentationData, split: str) -> SegmentationSource:
+    """A split of a segmentation dataset, its layout recognised (see the module)."""
+    if not data.root:
+        raise ConfigError("data.root is not set: pass data.root=/path/to/dataset")
+    if "://" in data.root:
+        raise ConfigError(
+            f"data.root={data.root}: data=segmentation reads local folders; copy the "
+            "dataset to a local disk"
+        )
+    name = data.train_split if split == "train" else data.val_split
+    found = _voc(data, name) or _folders(data, name)
+    if found is None:
+        raise ConfigError(
+            f"data.root={data.root}: no segmentation layout for split {name!r}: expected "
+            f"images/{name}/ with masks/{name}/ or annotations/{name}/, or Pascal VOC's "
+            f"JPEGImages/, SegmentationClass/ and ImageSets/Segmentation/{name}.txt"
+        )
+    layout, folder, images, masks = found
+    if not images:
+        raise ConfigError(f"{folder}: no images for split {name!r}; check data.root")
+    source = FolderSource(
+        root=folder,
+        files=tuple(images),
+        labels=np.zeros(len(images), np.int64),
+        classes=("__background__",),
+        read_timeout=data.read_timeout,
+    )
+    return SegmentationSource(source, tuple(masks), layout, data.ignore_index)
+
+
+def _voc(data: SegmentationData, split: str) -> tuple[str, str, list[str], list[str]] | None:
+    assert data.root is not None
+    listing = join(data.root, "ImageSets", "Segmentation", f"{split}.txt")
+    if not os.path.isfile(listing):
+        return None
+    with open(listing) as f:
+        ids = [line.strip() for line in f if line.strip()]
+    folder = join(data.root, "JPEGImages")
+    images = [join(folder, f"{i}.jpg") for i in ids]
+    masks = [join(data.root, "SegmentationClass", f"{i}.png") for i in ids]
+    return "Pascal VOC", folder, images, masks
+
+
+def _folders(data: SegmentationData, split: str) -> tuple[str, str, list[str], list[str]] | None:
+    assert data.root is not None
+    for layout, image_dir, mask_dir in LAYOUTS:
+        folder = join(data.root, image_dir, split)
+        mask_folder = join(data.root, mask_dir, split)
+        if not (os.path.isdir(folder) and os.path.isdir(mask_folder)):
+            continue
+        names = sorted(
+            n for n in os.listdir(folder) if splitext(n)[1].lower().lstrip(".") in _EXTENSIONS
+        )
+        images = [join(folder, n) for n in names]
+        masks = [join(mask_folder, splitext(n)[0] + ".png") for n in names]
+        return layout, folder, images, masks
+    return None
+
+
+_EXTENSIONS = {ext.lower().lstrip(".") for ext in IMAGE_EXTENSIONS}
