@@ -23,6 +23,7 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     color_jitter,
     crop,
     erasing,
+    fixed_size,
     flip,
     gaussian_blur,
     grayscale,

@@ -30,8 +30,11 @@ class Geometry:
     resize: np.ndarray  # [B, 2] int64: nh, nw the window is resized to
     crop: np.ndarray  # [B, 2] int64: top, left of the output inside the resized window
     out: tuple[int, int]  # oh, ow
-    #: The colour of window pixels past the image's edge (torchvision's padding ``fill``);
-    #: None: every window lies inside its image.
+    #: The colour of window pixels past the image's edge (torchvision's padding ``fill``),
+    #: and of output pixels past the resized window's far edges (a crop larger than the
+    #: resized image, padded at the bottom and right as detection and segmentation
+    #: references pad); None: every window lies inside its image, every output inside its
+    #: resized window.
     fill: tuple[int, int, int] | None = None
     interpolation: str = "bilinear"  # the resize's antialiased filter: bilinear | bicubic
 
@@ -41,6 +44,11 @@ class Geometry:
         start = self.crop * scale
         end = (self.crop + np.asarray(self.out)) * scale
         return start.astype(np.float32), end.astype(np.float32)
+
+    def inside(self) -> np.ndarray:
+        """The part of each output inside its resized window, ``[B, 2]`` (height, width):
+        the output, unless the crop reaches past the resized window (the rest is fill)."""
+        return np.minimum(np.asarray(self.out), self.resize - self.crop)
 
     def nearest_roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The ROI at which DALI's nearest-neighbour resize samples the source pixels
@@ -52,7 +60,7 @@ class Geometry:
         resampled with."""
         scale = self.window[:, [3, 2]] / self.resize
         start = (self.crop - 0.5) * scale + 0.5 / self.resize
-        end = start + np.asarray(self.out) * scale
+        end = start + self.inside() * scale  # the output's part inside the resized window
         return start.astype(np.float32), end.astype(np.float32)
 
     def decode_window(self) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +228,23 @@ def plan_random_crop(
     corner = np.minimum(np.floor(u * (padded - crop + 1)), padded - crop) - before
     pads = padding_used(padding, pad_if_needed)
     return _planned(sizes, resize, corner.astype(np.int64), out, fill if pads else None)
+
+
+def plan_resized_crop(
+    sizes: np.ndarray,
+    resized_to: np.ndarray,
+    u: np.ndarray,
+    out: tuple[int, int],
+    fill: tuple[int, int, int],
+) -> Geometry:
+    """Each whole image resized to ``resized_to`` ([B, 2] nh, nw), then an ``out`` crop at
+    a corner uniform over the room it has (``u``: [B, 2], top then left), the part past a
+    resized image smaller than ``out`` padded with ``fill`` at the bottom and right: the
+    segmentation reference's ``PadIfSmaller`` + ``RandomCrop`` and the detection
+    reference's ``FixedSizeCrop``."""
+    room = np.maximum(resized_to - np.asarray(out), 0)
+    corner = np.minimum(np.floor(u * (room + 1)), room)
+    return Geometry(_whole(sizes), resized_to.astype(np.int64), corner.astype(np.int64), out, fill)
 
 
 def padding_used(padding: Sequence[int], pad_if_needed: bool) -> bool:

@@ -53,8 +53,9 @@ def _axis(
     radius = reach * np.maximum(scale, 1.0) + 1.0
     first = np.floor((-start - radius) / scale - crop - 0.5)
     last = np.ceil((extent - start + radius) / scale - crop - 0.5) + 1
+    # output pixels past the resized window's far edge are the fill too
     j0 = np.clip(first, 0, n - 1)
-    j1 = np.clip(last, j0 + 1, n)
+    j1 = np.clip(np.minimum(last, resized - crop), j0 + 1, n)
     b0 = np.clip(np.floor((crop + j0) * scale - radius), 0, length - 1)
     b1 = np.clip(np.ceil((crop + j1) * scale + radius), b0 + 1, length)
     roi_start = (crop + j0) * scale - b0

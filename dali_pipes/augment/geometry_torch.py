@@ -136,21 +136,38 @@ def apply_geometry(
     differs from it by more than the edge lines: :mod:`dali_pipes.selfcheck.bounds`)."""
     region = window_of(image, window, fill)
     h, w = region.shape[-2:]
+    inside = (min(out[0], resize[0] - crop[0]), min(out[1], resize[1] - crop[1]))
     if interpolation == "bicubic":
         resized = F.resize(
             region, list(resize), interpolation=F.InterpolationMode.BICUBIC, antialias=True
         )
-        return resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]].contiguous()
-    if resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
+        result = resized[:, crop[0] : crop[0] + inside[0], crop[1] : crop[1] + inside[1]]
+    elif resize[0] * resize[1] > 16 * max(h * w, out[0] * out[1]):
         # An extreme aspect ratio (say 1 x 60000) would make the full resize enormous;
         # compute just the output pixels instead, with the same (DALI) filter.
-        return _resample_direct(region, resize, crop, out)
-    resized = F.resize(
-        region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
-    )
-    result = resized[:, crop[0] : crop[0] + out[0], crop[1] : crop[1] + out[1]]
-    result = _fix_edges(result, region, resize, crop)
-    return result.contiguous()
+        result = _resample_direct(region, resize, crop, inside)
+    else:
+        resized = F.resize(
+            region, list(resize), interpolation=F.InterpolationMode.BILINEAR, antialias=True
+        )
+        result = resized[:, crop[0] : crop[0] + inside[0], crop[1] : crop[1] + inside[1]]
+        result = _fix_edges(result, region, resize, crop)
+    return pad_far_edges(result.contiguous(), out, fill)
+
+
+def pad_far_edges(
+    image: torch.Tensor, out: tuple[int, int], fill: tuple[int, ...] | None
+) -> torch.Tensor:
+    """``image`` padded at the bottom and right to ``out`` with ``fill`` (one value per
+    channel, or one for all): a crop that reached past its resized window."""
+    h, w = image.shape[-2:]
+    if (h, w) == tuple(out):
+        return image
+    assert fill is not None, "a crop past its resized window needs a fill"
+    padded = torch.empty((image.shape[0], *out), dtype=image.dtype)
+    padded[:] = torch.tensor(fill, dtype=image.dtype).view(-1, 1, 1)
+    padded[:, :h, :w] = image
+    return padded
 
 
 def apply_row(image: torch.Tensor, geometry: Geometry, j: int) -> torch.Tensor:

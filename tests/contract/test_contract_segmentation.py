@@ -17,8 +17,10 @@ from dali_pipes import compose_config
 from dali_pipes.backends import create_loader
 from dali_pipes.backends.base import Loader
 from dali_pipes.backends.dali.loader import DaliLoader
+from dali_pipes.backends.handover import pixels
 from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.sample_objects import ensure_sample_segmentation
+from dali_pipes.selfcheck.bounds import COLOR_JITTER
 
 KINDS = ["torch", "dali-cpu", "dali-twin", pytest.param("dali-gpu", marks=gpu)]
 BATCH = 6
@@ -93,18 +95,29 @@ def test_batches_are_images_and_their_masks_as_one_int64_tensor(
             assert set(batch_masks.unique().tolist()) <= {0, 1, 2, 3, 4}
 
 
+#: The padded random crop with a colour op, and the ``seg`` preset at a smaller size.
+SEG = ("augment=seg", "augment.train.crop.size=160", "augment.train.crop.min_size=100",
+       "augment.train.crop.max_size=300")  # fmt: skip
+PARITY = {"random_crop": ((JITTER,), PADDED, (96, 128)), "seg": (SEG, None, (160, 160))}
+
+
 @pytest.mark.parametrize("kind", ["dali-cpu", "dali-twin"])
+@pytest.mark.parametrize("case", list(PARITY))
 def test_dali_masks_are_the_torch_backends_and_padding_is_the_ignore_index(
-    kind: str, masks: Path
+    kind: str, case: str, masks: Path
 ) -> None:
+    extra, crop, size = PARITY[case]
     with (
-        make("torch", masks, JITTER, crop=PADDED) as reference,
-        make(kind, masks, JITTER, crop=PADDED) as loader,
+        make("torch", masks, *extra, crop=crop) as reference,
+        make(kind, masks, *extra, crop=crop) as loader,
     ):
         want, got = epoch(reference, 2), epoch(loader, 2)
+        augment = loader.spec.augment
     ignored = 0
-    for (_, y0), (_, y) in zip(want, got, strict=True):
-        assert y.shape == (len(y), 96, 128)
+    for (x0, y0), (x, y) in zip(want, got, strict=True):
+        assert y.shape == (len(y), *size)
+        difference = (pixels(x, augment).float() - pixels(x0, augment).float()).abs()
+        assert difference.max().item() <= COLOR_JITTER.max
         assert (y == y0).float().mean().item() >= 0.99
         ignored += int((y == 255).sum())
         assert set(y.unique().tolist()) <= {0, 1, 2, 3, 4, 255}

@@ -2,7 +2,7 @@
 GPU's graph realised on the CPU) against the torch backend, the parity reference built on
 torchvision's kernels: boxes within 1 px, instance masks on at least 99 % of their pixels,
 images within the bound of the split's ops (the crops' alone: the classification bound),
-for crops and flips with colour ops and for the ``ssd`` preset."""
+for crops and flips with colour ops and for the ``ssd`` and ``lsj`` presets."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ CASES = {
     ("small", "train"): (OPS, DALI_CPU_VS_TORCH),
     ("small", "val"): ([], DALI_CPU_VS_TORCH),
     ("ssd", "train"): ([], pipeline_bound(["photometric_distort", "hflip"])),
+    ("lsj", "train"): (["augment.train.crop.size=256"], DALI_CPU_VS_TORCH),
 }
 _TORCH: dict[tuple[str, str], tuple[list[Any], AugmentSpec]] = {}
 

@@ -47,6 +47,8 @@ RAW = [
 EQUALIZE = KINDS.index("equalize")
 #: The epoch each preset runs: one where its resolution schedule is between its ends.
 EPOCH = {"ffcv": 70}
+#: Large-scale jitter's 1024 px crops at 384: the same graph, a seventh of the pixels.
+SMALLER = {"lsj": ["augment.train.crop.size=384", "augment.val.crop.size=384"]}
 
 
 def equalize_as_dali(image: torch.Tensor) -> torch.Tensor:
@@ -101,6 +103,7 @@ def spec(root: Path, preset: str, backend: str, split: str) -> LoaderSpec:
         "data=folder",
         f"data.root={root}",
         f"augment={preset}",
+        *SMALLER.get(preset, []),
         *RAW,
         "data.batch_size=16",
         "seed=3",

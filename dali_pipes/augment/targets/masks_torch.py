@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from dali_pipes.augment.geometry import Geometry
-from dali_pipes.augment.geometry_torch import window_of
+from dali_pipes.augment.geometry_torch import pad_far_edges, window_of
 from dali_pipes.augment.tv_functional import F
 
 #: What a semantic mask's padding is: torchvision's segmentation reference ignores 255.
@@ -31,7 +31,7 @@ def mask_row(mask: torch.Tensor, geometry: Geometry, j: int, fill: int = 0) -> t
         return torch.zeros((0, oh, ow), dtype=mask.dtype)
     region = window_of(mask, window, (fill,))
     resized = F.resize(tv_tensors.Mask(region), list(resize)).as_subclass(torch.Tensor)
-    return resized[:, top : top + oh, left : left + ow]
+    return pad_far_edges(resized[:, top : top + oh, left : left + ow], (oh, ow), (fill,))
 
 
 def mask_flip(mask: torch.Tensor, flip: bool, horizontal: bool = True) -> torch.Tensor:

@@ -40,11 +40,12 @@ DECODE = (("decode.anchor", "float32"), ("decode.shape", "float32"))
 #: An op parameter's column: (name, NumPy dtype name).
 Column = tuple[str, str]
 
-#: The instance masks' columns of data with masks, after the views: each sample's masks
-#: (uint8 ``[H, W, K]``, its kept objects'), the crop window (x, y and w, h in source
-#: pixels), the ROI their nearest-neighbour resize samples
-#: (:meth:`~dali_pipes.augment.geometry.Geometry.nearest_roi`) and the output size (h, w),
-#: ``[n, 2]`` each.
+#: The masks' columns of data with masks, after the views: each sample's masks (uint8
+#: ``[H, W, K]``: its kept objects', or its one segmentation mask), the crop window (x, y
+#: and w, h in source pixels), the ROI their nearest-neighbour resize samples
+#: (:meth:`~dali_pipes.augment.geometry.Geometry.nearest_roi`), the size resized to (h, w:
+#: the output's part inside the resized window) and the output's size (w, h), ``[n, 2]``
+#: each.
 MASKS = (
     ("masks", "uint8"),
     ("masks.anchor", "float32"),
@@ -52,6 +53,7 @@ MASKS = (
     ("masks.roi_start", "float32"),
     ("masks.roi_end", "float32"),
     ("masks.out", "float32"),
+    ("masks.size", "float32"),
 )
 
 #: A plain split whose crop pads: each window is resized in its band
@@ -93,6 +95,7 @@ class Masks(NamedTuple):
     roi_start: Any
     roi_end: Any
     out: Any
+    size: Any
 
 
 class Band(NamedTuple):

@@ -25,17 +25,14 @@ a file alone, and the callback draws, only when a batch holds a bad file.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from dali_pipes.augment.geometry_band import band
-from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.backends.base import BadFiles, EpochPlan
-from dali_pipes.backends.dali.columns import Band, Fed, View, Window, banded
-from dali_pipes.backends.dali.objects import batch_objects, batch_targets
+from dali_pipes.backends.dali.batch_columns import BatchColumns
+from dali_pipes.backends.dali.columns import Fed
 from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.stored import StoredReader
@@ -45,15 +42,6 @@ from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import DataError
 from dali_pipes.image.batch_reads import LocalBatch, LocalReads
 from dali_pipes.image.decode import Blob
-
-
-def shared_window(draws: Sequence[Draw]) -> Window:
-    """Where a split with views decodes each image: the smallest window holding every
-    view's, anchor (x, y) and shape (w, h) in source pixels, float32."""
-    windows = np.stack([d.geometry.window for d in draws])  # [V, B, 4]: x, y, w, h
-    start = windows[..., :2].min(axis=0)
-    end = (windows[..., :2] + windows[..., 2:]).max(axis=0)
-    return Window(start.astype(np.float32), (end - start).astype(np.float32))
 
 
 class InFlight(NamedTuple):
@@ -162,19 +150,8 @@ class Feed:
         self.policy = spec.policy
         self.source = images_of(spec.source, "backend=dali decodes image files")
         self.stream = stream
-        self.labels = spec.source.labels
-        self.views = spec.augment.views(spec.train)
-        self.multi_view = spec.augment.multi_view(spec.train)
-        #: A plain split whose crop pads: each window's band is fed (:data:`.columns.BAND`).
-        self.banded = banded(spec.augment, spec.train)
-        #: Data with targets: a batch's objects (and masks' columns) of its draw.
-        self._objects = None
+        self.columns = BatchColumns(spec, self.source)
         self._annotated = spec.source if isinstance(spec.source, Annotated) else None
-        if isinstance(spec.source, Annotated):
-            pipeline, min_size = self.views.pipelines[0], spec.augment.min_box_size
-            self._objects = partial(
-                batch_objects, spec.source, self.source.name, pipeline, min_size
-            )
         self.sizes = HeaderSizes(len(self.source), spec.max_pixels)
         #: Local files are read by the compiled loop; others by the source (or shard stream).
         local = self.source if stream is None and isinstance(self.source, LocalFiles) else None
@@ -185,7 +162,6 @@ class Feed:
         self._ahead = ReadAhead(self._read, read_ahead, threads)
         self._plan = EpochPlan(0, [])
         self._next = 0
-        self._out: dict[tuple[int, tuple[int, int]], np.ndarray] = {}
         self.in_flight: deque[InFlight] = deque()  # batches handed to DALI, oldest first
 
     def start(
@@ -223,7 +199,7 @@ class Feed:
         if bad.any():
             return Read(blobs, sizes, bad, local, None)
         images = blobs if local is None else _dali_batch(blobs)
-        fed = self._columns(epoch, batch, images, sizes)
+        fed = self.columns.make(epoch, batch, images, sizes)
         return Read(blobs, sizes, bad, local, Ready(images, Columns(fed, _dali_columns(fed))))
 
     def _check(self, indices: np.ndarray, blobs: list[Blob]) -> tuple[np.ndarray, np.ndarray]:
@@ -334,63 +310,13 @@ class Feed:
         batch = self._next_batch()
         if batch.drawn is None:  # mended, or not read ahead (the cache's pixels)
             epoch = self._plan.epoch
-            fed, dali = self._columns(epoch, batch.indices, batch.images, batch.sizes), None
+            fed, dali = self.columns.make(epoch, batch.indices, batch.images, batch.sizes), None
         else:
             fed, dali = batch.drawn
         decoded = fed.decoded()
         position, indices, local = batch.position, batch.indices, batch.local
         self.in_flight.append(InFlight(position, indices, *decoded, local, fed.objects))
         return fed, dali
-
-    def _columns(self, epoch: int, indices: np.ndarray, images: Any, sizes: np.ndarray) -> Fed:
-        """The columns of samples ``indices`` of ``epoch``, of header ``sizes``: every
-        view's draws (on any thread: nothing here changes the feed)."""
-        ids = self.source.identity(indices)
-        targets = None if self._annotated is None else batch_targets(self._annotated, indices)
-        boxes = None if targets is None else targets[1]
-        draws = self.views.draw(sizes, ids, self.spec.sampling.seed, epoch, boxes)
-        decode = shared_window(draws) if self.multi_view else None
-        views = tuple(
-            self._view(pipeline, draw, decode)
-            for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
-        )
-        bands = None
-        if self.banded:  # the one view's window is its band, in the region decoded
-            b = band(draws[0].geometry, sizes)
-            params = views[0].params
-            views = (View(b.anchor, b.shape, b.roi_start, b.roi_end, b.out, params),)
-            bands = Band(b.region, b.region_shape, b.place, b.size)
-        if self._objects is None or targets is None:
-            return Fed(images, self.labels[indices], views, decode, band=bands)
-        objects, masks = self._objects(draws[0], targets, indices, sizes)
-        return Fed(images, self.labels[indices], views, decode, masks, objects, bands)
-
-    def _view(self, pipeline: Pipeline, draw: Draw, decode: Window | None) -> View:
-        """One view's columns: its window (in the shared ``decode`` window, if any), ROI,
-        output size and ops' parameters."""
-        g = draw.geometry
-        if decode is None:
-            anchor, shape = g.decode_window()
-        else:
-            anchor = (g.window[:, :2] - decode.anchor).astype(np.float32)
-            shape = g.window[:, 2:].astype(np.float32)
-        roi_start, roi_end = g.roi()
-        out = self._sizes_out(len(g.window), g.out)
-        return View(anchor, shape, roi_start, roi_end, out, tuple(pipeline.feed(draw)))
-
-    def _sizes_out(self, n: int, out: tuple[int, int]) -> np.ndarray:
-        """The output size column, ``[n, 2]`` float32 (made once per batch length and
-        output size, a few kept: views of two sizes; nothing writes to a column handed to
-        DALI)."""
-        # Read threads call this at once: each works on the dict it took.
-        key, kept = (n, out), self._out
-        column = kept.get(key)
-        if column is None:
-            column = np.tile(np.asarray(out, dtype=np.float32), (n, 1))
-            if len(kept) >= 8:
-                self._out = kept = {}
-            kept[key] = column
-        return column
 
     def __call__(self) -> tuple[Any, ...]:
         """The next batch's columns in feed order (DALI's ``external_source`` callback)."""

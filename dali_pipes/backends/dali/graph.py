@@ -385,7 +385,7 @@ class DaliGraph:
             masks = masks.gpu()
         fill = self.spec.source.mask_fill if isinstance(self.spec.source, Annotated) else 0
         masks = masks_through_geometry(
-            masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, fill
+            masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, m.size, fill
         )
         ctx = Context(size=pipeline.size(), gpu=devices.on_gpu, twin=devices.is_twin)
         masks = pipeline.targets.masks_dali(masks, view.params, ctx)

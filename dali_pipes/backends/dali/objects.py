@@ -86,8 +86,9 @@ def _masks(columns: list[np.ndarray], g: Geometry) -> Masks:
     """The masks' columns: each sample's masks (``[H, W, K]``) and the crop's geometry."""
     anchor, shape = g.decode_window()
     start, end = g.nearest_roi()
-    out = np.tile(np.asarray(g.out, np.float32), (len(g.window), 1))
-    return Masks(columns, anchor, shape, start, end, out)
+    inside = g.inside().astype(np.float32)
+    size = np.tile(np.asarray(g.out[::-1], np.float32), (len(g.window), 1))
+    return Masks(columns, anchor, shape, start, end, inside, size)
 
 
 def with_masks(moved: list[Moved], masks: torch.Tensor) -> list[Moved]:

@@ -1,6 +1,7 @@
 """A padded window resized in its band (the decoded region inside the image, padded to the
 band, resized, placed on the fill) gives the whole padded window's resize, for SSD's zoomed
-out crops and for a padded random crop, with the linear and the cubic filter."""
+out crops, a padded random crop and large-scale jitter's crops padded past the resized
+image, with the linear and the cubic filter."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from dali_pipes.augment.geometry import Geometry, plan_random_crop
 from dali_pipes.augment.geometry_band import band
 from dali_pipes.augment.geometry_torch import window_of
+from dali_pipes.augment.ops.fixed_size import ScaleJitter
 from dali_pipes.augment.ops.iou_crop import IoUCrop
 from dali_pipes.augment.targets.boxes import Boxes
 from dali_pipes.image.resample import resize_window
@@ -26,9 +28,17 @@ def region(image: np.ndarray, window: np.ndarray) -> np.ndarray:
 
 
 def whole(image: np.ndarray, g: Geometry) -> np.ndarray:
+    """The whole padded window resized; output pixels past the resized window the fill."""
     start, end = g.roi()
+    inside = g.inside()[0]
+    end = start + (end - start) * inside / np.asarray(g.out)  # the part inside, same step
+    resized = np.empty((*inside, 3), np.uint8)
+    resize_window(
+        region(image, g.window[0]), start[0], end[0], resized, g.interpolation == "bicubic"
+    )
     out = np.empty((*g.out, 3), np.uint8)
-    resize_window(region(image, g.window[0]), start[0], end[0], out, g.interpolation == "bicubic")
+    out[:] = FILL
+    out[: inside[0], : inside[1]] = resized
     return out
 
 
@@ -57,7 +67,9 @@ def geometries(rng: np.random.Generator, h: int, w: int) -> list[Geometry]:
     padded = plan_random_crop(
         sizes, rng.random((1, 2)), None, (96, 128), (40, 30, 40, 30), True, FILL
     )
-    return [ssd.plan_around(sizes, rng.random((1, ssd.draws())), 0, boxes), padded]
+    lsj = ScaleJitter(size=160, scale_range=[0.1, 2.0], fill=list(FILL))
+    jittered = lsj.plan(sizes, rng.random((1, lsj.draws())), 0)  # padded after its resize
+    return [ssd.plan_around(sizes, rng.random((1, ssd.draws())), 0, boxes), padded, jittered]
 
 
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])

@@ -1,8 +1,8 @@
 """SSD's crop (zoom out, IoU crop, resize) and photometric distortion: the drawn numbers
 realised by torchvision v2's own transforms give the torch backend's images, boxes and
 masks; every accepted crop keeps a box's centre and meets its minimum IoU; and after the
-whole ``ssd`` preset every kept box still encloses its drawn object, which its mask
-covers."""
+whole ``ssd`` and ``lsj`` presets every kept box still encloses its drawn object, which its
+mask covers."""
 
 from __future__ import annotations
 
@@ -181,8 +181,11 @@ def moved_pixels(pipeline: Pipeline, draw: Draw, j: int, painted: torch.Tensor) 
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_after_the_ssd_preset_every_kept_box_encloses_its_drawn_object(seed: int) -> None:
-    cfg = compose_config(["augment=ssd"])
+@pytest.mark.parametrize("preset", ["ssd", "lsj"])
+def test_after_a_detection_preset_every_kept_box_encloses_its_drawn_object(
+    preset: str, seed: int
+) -> None:
+    cfg = compose_config([f"augment={preset}", "augment.train.crop.size=300"])
     pipeline = to_spec(cfg.augment, AugmentSpec).views(True).pipelines[0]
     sizes, objects, boxes = drawn(10 + seed, 12)
     draw = pipeline.draw(sizes, np.arange(len(sizes)), seed=seed, epoch=0, boxes=boxes)

@@ -104,24 +104,27 @@ def dali_masks(pipe: Pipeline, draw: Draw, masks: list[np.ndarray], fill: int) -
     from nvidia.dali import fn
     from nvidia.dali.pipeline import Pipeline as DaliPipeline
 
-    anchor, shape = draw.geometry.decode_window()
-    start, end = draw.geometry.nearest_roi()
+    g = draw.geometry
+    anchor, shape = g.decode_window()
+    start, end = g.nearest_roi()
+    size = np.tile(np.asarray(g.out[::-1], np.float32), (len(masks), 1))
     columns = [
         [np.ascontiguousarray(m.transpose(1, 2, 0)) for m in masks],
         list(anchor),
         list(shape),
         list(start),
         list(end),
+        list(g.inside().astype(np.float32)),
+        list(size),
         *[list(a) for a in pipe.feed(draw)],
     ]
     graph = DaliPipeline(batch_size=len(masks), num_threads=1, device_id=None)
     with graph:
         nodes = fn.external_source(source=lambda: columns, num_outputs=len(columns), batch=True)
-        size = list(draw.geometry.out)
-        image_masks, anchor_, shape_, start_, end_ = nodes[:5]
-        moved = masks_through_geometry(image_masks, anchor_, shape_, start_, end_, size, fill)
-        ctx = Context(size=draw.geometry.out)
-        graph.set_outputs(pipe.targets.masks_dali(moved, nodes[5:], ctx))
+        masks_, anchor_, shape_, start_, end_, inside_, size_ = nodes[:7]
+        moved = masks_through_geometry(masks_, anchor_, shape_, start_, end_, inside_, size_, fill)
+        ctx = Context(size=g.out)
+        graph.set_outputs(pipe.targets.masks_dali(moved, nodes[7:], ctx))
     graph.build()
     (out,) = graph.run()
     return [np.asarray(out.at(j)).transpose(2, 0, 1) for j in range(len(masks))]

@@ -39,8 +39,8 @@ def feed_of(root: Path, *overrides: str, preset: str = "randaugment") -> tuple[F
     feed = Feed(
         loader_spec(cfg, "train", rank=0, world_size=1), BadFiles(), read_ahead=2, threads=2
     )
-    draws = Draws(feed.views)
-    feed.views = cast(Any, draws)  # records each draw, then draws as the views do
+    draws = Draws(feed.columns.views)
+    feed.columns.views = cast(Any, draws)  # records each draw, then draws as the views do
     return feed, draws
 
 
@@ -48,7 +48,7 @@ def expected(feed: Feed, indices: np.ndarray, epoch: int) -> Fed:
     """The columns of ``indices`` drawn here, from their headers."""
     source = feed.source
     sizes = feed.sizes.check(indices, source.read(indices), source.name)[0]
-    return feed._columns(epoch, indices, None, sizes)
+    return feed.columns.make(epoch, indices, None, sizes)
 
 
 def same(fed: Fed, other: Fed) -> bool:

@@ -284,7 +284,7 @@ def sample_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
-@pytest.mark.parametrize("preset", ["small", "ssd"])
+@pytest.mark.parametrize("preset", ["small", "ssd", "lsj"])
 @pytest.mark.parametrize(
     "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu", "dali-cpu -> GPU"]
 )
@@ -310,4 +310,26 @@ def test_the_detection_graph_moves_its_masks_where_the_images_go_without_a_gpu(
     # compiled resize, and the masks DALI's.
     assert len(resizes) == (2 if devices.on_gpu else 1)
     assert {op.device for op in resizes} == {"gpu" if devices.on_gpu else "cpu"}
+    assert len(result.graph.outputs) == 3  # images, masks, labels
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_the_segmentation_graph_moves_its_masks_where_the_images_go_without_a_gpu(
+    split: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Data with a mask per image (``augment=seg``: a crop padded past the resized image,
+    the mask with the ignore index): traced for the GPU, the masks handed over there."""
+    root = tmp_path_factory.mktemp("segmentation")
+    overrides = (
+        "data=sample_segmentation",
+        f"data.root={root}",
+        "data.train_images=8",
+        "data.val_images=8",
+        "data.batch_size=8",
+        "augment=seg",
+    )
+    result = GraphCase(f"segmentation {split}", GPU, overrides, split).check()
+    assert result.ok, failed(result)
+    assert result.graph is not None
+    assert {op.device for op in result.graph.ops if op.schema == "Resize"} == {"gpu"}
     assert len(result.graph.outputs) == 3  # images, masks, labels
