@@ -12,7 +12,8 @@ A mask is a palette PNG (its indices are the classes, as VOC's) or a grey one (i
 are, as ADE20K's); ``data.ignore_index`` (255, VOC's border) marks pixels to ignore and is
 what a crop pads masks with. Masks are read with their images, on the loaders' read
 threads; a mask that is missing, unreadable, in colour or of another size than its image
-is a bad sample under ``data.on_error`` (one line naming it, or a substitute).
+is a bad sample under ``data.on_error`` (one line naming it, or a substitute). ``root``
+may be a bucket prefix (``s3://bucket/prefix``), read as image folders are.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass, field
-from os.path import join, splitext
+from os.path import splitext
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ import numpy as np
 from dali_pipes.data.interface import Indices, SampleStat
 from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import SegmentationData
+from dali_pipes.data.storage import is_url, join, storage_for
 from dali_pipes.data.targets import SampleTargets
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob
@@ -155,14 +157,10 @@ class SegmentationSource:
 
 
 def open_segmentation(data: SegmentationData, split: str) -> SegmentationSource:
-    """A split of a segmentation dataset, its layout recognised (see the module)."""
+    """A split of a segmentation dataset, local or in a bucket (``s3://...``), its layout
+    recognised (see the module)."""
     if not data.root:
         raise ConfigError("data.root is not set: pass data.root=/path/to/dataset")
-    if "://" in data.root:
-        raise ConfigError(
-            f"data.root={data.root}: data=segmentation reads local folders; copy the "
-            "dataset to a local disk"
-        )
     name = data.train_split if split == "train" else data.val_split
     found = _voc(data, name) or _folders(data, name)
     if found is None:
@@ -184,13 +182,27 @@ def open_segmentation(data: SegmentationData, split: str) -> SegmentationSource:
     return SegmentationSource(source, tuple(masks), layout, data.ignore_index)
 
 
+def _names(folder: str) -> list[str] | None:
+    """The file names directly in ``folder`` (local or a bucket prefix), sorted; None when
+    there is no such folder."""
+    if is_url(folder):
+        from dali_pipes.data.s3 import list_objects
+
+        keys = [item["Key"] for item in list_objects(folder, recursive=False)]
+        return sorted(key.rsplit("/", 1)[-1] for key in keys) or None
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else None
+
+
 def _voc(data: SegmentationData, split: str) -> tuple[str, str, list[str], list[str]] | None:
     assert data.root is not None
     listing = join(data.root, "ImageSets", "Segmentation", f"{split}.txt")
-    if not os.path.isfile(listing):
+    names = _names(join(data.root, "ImageSets", "Segmentation"))
+    if names is None or f"{split}.txt" not in names:
         return None
-    with open(listing) as f:
-        ids = [line.strip() for line in f if line.strip()]
+    (blob,) = storage_for(listing, data.read_timeout).read_many([listing], data.read_timeout)
+    if isinstance(blob, BaseException):
+        raise DataError(f"{listing}: cannot read the split's list ({blob})")
+    ids = [line.strip() for line in blob.tobytes().decode().splitlines() if line.strip()]
     folder = join(data.root, "JPEGImages")
     images = [join(folder, f"{i}.jpg") for i in ids]
     masks = [join(data.root, "SegmentationClass", f"{i}.png") for i in ids]
@@ -201,14 +213,12 @@ def _folders(data: SegmentationData, split: str) -> tuple[str, str, list[str], l
     assert data.root is not None
     for layout, image_dir, mask_dir in LAYOUTS:
         folder = join(data.root, image_dir, split)
-        mask_folder = join(data.root, mask_dir, split)
-        if not (os.path.isdir(folder) and os.path.isdir(mask_folder)):
+        names = _names(folder)
+        if names is None or _names(join(data.root, mask_dir, split)) is None:
             continue
-        names = sorted(
-            n for n in os.listdir(folder) if splitext(n)[1].lower().lstrip(".") in _EXTENSIONS
-        )
-        images = [join(folder, n) for n in names]
-        masks = [join(mask_folder, splitext(n)[0] + ".png") for n in names]
+        kept = [n for n in names if splitext(n)[1].lower().lstrip(".") in _EXTENSIONS]
+        images = [join(folder, n) for n in kept]
+        masks = [join(data.root, mask_dir, split, splitext(n)[0] + ".png") for n in kept]
         return layout, folder, images, masks
     return None
 

@@ -80,8 +80,6 @@ def test_a_root_without_a_layout_or_without_a_root_is_one_line(tmp_path: Path) -
         open_segmentation(SegmentationData(root=str(tmp_path)), "train")
     with pytest.raises(ConfigError, match=r"data\.root is not set"):
         open_segmentation(SegmentationData(), "train")
-    with pytest.raises(ConfigError, match=r"reads local folders"):
-        open_segmentation(SegmentationData(root="s3://bucket/voc"), "train")
 
 
 def test_a_missing_colour_or_mis_sized_mask_is_one_line_naming_it(
