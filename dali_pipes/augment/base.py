@@ -245,6 +245,9 @@ class CropOp(Op):
     #: True when where the crop goes depends on the sample's boxes (SSD's IoU crop): the
     #: pipeline then plans it with :meth:`plan_around`.
     needs_boxes: ClassVar[bool] = False
+    #: True when the output may reach past the resized window (padded with the fill at the
+    #: bottom and right): only a plain split's DALI graph realises it (in bands).
+    pads_past_resize: ClassVar[bool] = False
 
     def plan_around(self, sizes: np.ndarray, u: np.ndarray, epoch: int, boxes: Boxes) -> Geometry:
         """:meth:`plan` for images holding ``boxes`` (source pixels); a crop that

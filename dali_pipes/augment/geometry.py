@@ -233,18 +233,22 @@ def plan_random_crop(
 def plan_resized_crop(
     sizes: np.ndarray,
     resized_to: np.ndarray,
-    u: np.ndarray,
+    corner: np.ndarray,
     out: tuple[int, int],
     fill: tuple[int, int, int],
 ) -> Geometry:
-    """Each whole image resized to ``resized_to`` ([B, 2] nh, nw), then an ``out`` crop at
-    a corner uniform over the room it has (``u``: [B, 2], top then left), the part past a
-    resized image smaller than ``out`` padded with ``fill`` at the bottom and right: the
-    segmentation reference's ``PadIfSmaller`` + ``RandomCrop`` and the detection
-    reference's ``FixedSizeCrop``."""
-    room = np.maximum(resized_to - np.asarray(out), 0)
-    corner = np.minimum(np.floor(u * (room + 1)), room)
+    """Each whole image resized to ``resized_to`` ([B, 2] nh, nw), then the ``out`` crop
+    at ``corner`` ([B, 2] top, left, within :func:`crop_room`); the part past a resized
+    image smaller than ``out`` padded with ``fill`` at the bottom and right (the
+    segmentation reference's ``PadIfSmaller``, the detection reference's
+    ``FixedSizeCrop``)."""
     return Geometry(_whole(sizes), resized_to.astype(np.int64), corner.astype(np.int64), out, fill)
+
+
+def crop_room(resized_to: np.ndarray, out: tuple[int, int]) -> np.ndarray:
+    """How far an ``out`` crop's corner may move in images resized to ``resized_to``
+    ([B, 2]): none along a side shorter than the crop."""
+    return np.maximum(resized_to - np.asarray(out), 0)
 
 
 def padding_used(padding: Sequence[int], pad_if_needed: bool) -> bool:

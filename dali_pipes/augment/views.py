@@ -145,6 +145,12 @@ def parse_views(base: Pipeline, views: Any, key: str) -> tuple[Views, dict[str, 
         raise ConfigError(f"{key}.views makes no view: give a group a count of 1 or more")
     made = Views(tuple(g for g in groups if g.count))
     made.pad_fill()  # one padding colour for the one decode
+    for pipeline in made.pipelines:
+        if pipeline.crop.pads_past_resize:
+            raise ConfigError(
+                f"{key}.views: the {pipeline.crop.name} crop pads past its resized image, "
+                "which the views of an image, cut from one decode, cannot; use one view"
+            )
     return made, canonical
 
 

@@ -29,7 +29,7 @@ from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_de
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.backends.targets import Moved, batch_targets, moved_sample
-from dali_pipes.data.interface import Annotated, images_of
+from dali_pipes.data.interface import Annotated, images_of, mask_fill, misfit
 from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes, load_decoder
@@ -116,17 +116,17 @@ class _Samples(Dataset[_Sample]):
         targets = None
         if sample is not None:
             pipeline = self.views.pipelines[0]
-            fill = self.annotated.mask_fill if self.annotated is not None else 0
+            fill = mask_fill(self.annotated) if self.annotated is not None else 0
             targets = moved_sample(pipeline, draws[0], 0, sample, self.min_box_size, fill)
         return _Made(views if self.multi_view else views[0], targets)
 
     def _decoded(self, index: int, blob: Blob, path: str) -> torch.Tensor:
         """Sample ``index``'s image; a :class:`DataError` when it is bad, or when its
-        targets do not fit it (:meth:`~dali_pipes.data.interface.Annotated.misfit`)."""
+        targets do not fit it (:func:`~dali_pipes.data.interface.misfit`)."""
         image = decode_bytes(blob, path, self.max_pixels)
         if self.annotated is not None:
             size = (int(image.shape[-2]), int(image.shape[-1]))
-            if (why := self.annotated.misfit(index, size)) is not None:
+            if (why := misfit(self.annotated, index, size)) is not None:
                 raise DataError(why)
         return image
 

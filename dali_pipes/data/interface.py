@@ -154,22 +154,25 @@ class Annotated(Protocol):
         """Whether each sample's targets have masks (instance masks, or its one mask)."""
         ...
 
-    @property
-    def mask_fill(self) -> int:
-        """What a crop pads masks with: 0 for instance masks (no object), the ignore index
-        for a segmentation mask."""
-        ...
-
     def targets(self, index: int) -> SampleTargets:
         """Sample ``index``'s targets in its source image's pixels (thread-safe: the feed
         reads them on its read threads)."""
         ...
 
-    def misfit(self, index: int, size: tuple[int, int]) -> str | None:
-        """Why sample ``index``'s targets cannot go with its image of ``size`` (height,
-        width), read from the image: a one-line reason naming the file and what to fix,
-        or None when they fit. A loader treats a misfit like an unreadable image."""
-        ...
+
+def mask_fill(source: Annotated) -> int:
+    """What a crop pads ``source``'s masks with: its ``mask_fill`` (a segmentation
+    source's ignore index), else 0 (instance masks: no object)."""
+    return int(getattr(source, "mask_fill", 0))
+
+
+def misfit(source: Annotated, index: int, size: tuple[int, int]) -> str | None:
+    """Why sample ``index``'s targets cannot go with its image of ``size`` (height, width,
+    read from the image): the source's ``misfit`` (a one-line reason naming the file and
+    what to fix), or None when it fits or the source does not say. A loader treats a
+    misfit like an unreadable image."""
+    check = getattr(source, "misfit", None)
+    return None if check is None else check(index, size)
 
 
 @runtime_checkable

@@ -141,13 +141,16 @@ class SegmentationSource:
         )
 
     def misfit(self, index: int, size: tuple[int, int]) -> str | None:
-        """Why the mask cannot go with its image of ``size``, from its header: missing,
-        unreadable, in colour, or of another size; None when it fits."""
+        """Why the mask cannot go with its image of ``size``: missing, unreadable (decoded
+        to find out), in colour, or of another size; None when it fits."""
         try:
             with self._open(index) as picture:
                 width, height = picture.size
+                picture.load()  # a truncated file fails here, as a bad sample, not later
         except DataError as exc:
             return str(exc)
+        except OSError as exc:
+            return f"{self.masks[index]}: not a readable mask ({exc}); replace it"
         if (height, width) != tuple(size):
             return (
                 f"{self.masks[index]}: a {height}x{width} mask for the {size[0]}x{size[1]} "

@@ -66,3 +66,27 @@ def boxes_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
     if not len(x):
         return "no boxes"
     return f"boxes max {float((x - y).abs().max()):.2f} px"
+
+
+def overlay_classes(image: torch.Tensor, mask: torch.Tensor, ignore: int = 255) -> torch.Tensor:
+    """uint8 ``[3, H, W]`` ``image`` with a segmentation ``mask`` (``[H, W]``, a class per
+    pixel) tinted over it: each class but the background (0) in its colour, the ignored
+    pixels in grey."""
+    from torchvision.utils import draw_segmentation_masks
+
+    values = [int(v) for v in mask.unique().tolist() if int(v) != 0]
+    drawn = image.expand(3, -1, -1).contiguous()
+    if not values:
+        return drawn
+    colours = [(128, 128, 128) if v == ignore else PALETTE[v % len(PALETTE)] for v in values]
+    masks = torch.stack([mask == v for v in values])
+    return draw_segmentation_masks(drawn, masks, alpha=0.45, colors=colours)
+
+
+def classes_caption(mask: torch.Tensor, ignore: int = 255) -> str:
+    """The classes a segmentation mask holds besides the background, and whether it has
+    ignored (padded) pixels."""
+    values = [int(v) for v in mask.unique().tolist()]
+    classes = [str(v) for v in values if v not in (0, ignore)]
+    text = f"classes {', '.join(classes)}" if classes else "background only"
+    return text + (", padded" if ignore in values else "")

@@ -44,7 +44,14 @@ from dali_pipes.data.specs import DataSpec
 from dali_pipes.errors import ConfigError, DaliPipesError, require
 from dali_pipes.tools.gallery import SHIPPED, gallery, pick_photos
 from dali_pipes.tools.grid import Tile, draw_grid, save_png
-from dali_pipes.tools.overlay import boxes_difference, has_targets, objects_caption, overlay
+from dali_pipes.tools.overlay import (
+    boxes_difference,
+    classes_caption,
+    has_targets,
+    objects_caption,
+    overlay,
+    overlay_classes,
+)
 from dali_pipes.train.state import trainer_spec
 
 log = logging.getLogger("dali_pipes.show")
@@ -178,9 +185,14 @@ def grid_rows(
         row = [_tile(p[j], s.labels[j], s.classes) for s, p in zip(shown, seen, strict=True)]
         if len(shown) > 1:
             difference = _difference(seen[0][j], seen[-1][j], amplify)
-            if has_targets(shown[0].labels):
-                boxes = boxes_difference(shown[0].labels[j], shown[-1].labels[j])
-                difference = Tile(difference.image, f"{difference.caption}\n{boxes}")
+            first, last = shown[0].labels, shown[-1].labels
+            extra = None
+            if has_targets(first):
+                extra = boxes_difference(first[j], last[j])
+            elif first.ndim == 3:  # segmentation masks
+                extra = f"masks agree {100 * float((first[j] == last[j]).float().mean()):.2f} %"
+            if extra is not None:
+                difference = Tile(difference.image, f"{difference.caption}\n{extra}")
             row.append(difference)
         rows.append(row)
     if len(shown) > 1:
@@ -216,9 +228,12 @@ def _view_rows(
 
 
 def _tile(image: torch.Tensor, label: Any, classes: tuple[str, ...]) -> Tile:
-    """One sample: its image and label, or its objects drawn over it and counted."""
+    """One sample: its image and label, its objects drawn over it and counted, or its
+    segmentation mask tinted over it."""
     if isinstance(label, dict):
         return Tile(overlay(image, label, classes), objects_caption(label, classes))
+    if label.ndim == 2:  # a segmentation mask
+        return Tile(overlay_classes(image, label), classes_caption(label))
     return Tile(image, label_text(label, classes))
 
 

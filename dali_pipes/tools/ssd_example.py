@@ -76,6 +76,7 @@ def _ssd_graph(spec: LoaderSpec, gpu: bool) -> tuple[Any, Any, Any]:
         num_shards=spec.sampling.world_size,
         ratio=True,
         ltrb=True,
+        skip_empty=True,  # as DALI's example (and torchvision's reference) train
         random_shuffle=True,
         pad_last_batch=True,
         name=READER,

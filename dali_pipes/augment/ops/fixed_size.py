@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.base import CropOp, register_op
-from dali_pipes.augment.geometry import Geometry, plan_resized_crop
+from dali_pipes.augment.geometry import Geometry, crop_room, plan_resized_crop
 from dali_pipes.augment.params import fill_of, number, pair, shape_of, side_or_shape
 from dali_pipes.errors import require
 
@@ -32,6 +32,7 @@ class FixedSizeCrop(CropOp):
 
     size: Any
     fill: Any
+    pads_past_resize = True
 
     def size_at(self, epoch: int) -> int:
         """The output's height (:meth:`shape_at` has both sides)."""
@@ -56,10 +57,16 @@ class FixedSizeCrop(CropOp):
         """Each image's size after the random resize, ``[B, 2]`` (nh, nw), from ``u``."""
         raise NotImplementedError
 
+    def corner(self, room: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The crop's corner (top, left) within ``room`` from ``u`` ([B, 2]): uniform over
+        every place, as ``RandomCrop`` draws it."""
+        return np.minimum(np.floor(u * (room + 1)), room)
+
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
         resized = np.maximum(self.resized_to(sizes, u[:, 0]), 1)
         out = self.shape_at(epoch)
-        return self.resampled(plan_resized_crop(sizes, resized, u[:, 1:3], out, self.fill_rgb))
+        corner = self.corner(crop_room(resized, out), u[:, 1:3])
+        return self.resampled(plan_resized_crop(sizes, resized, corner, out, self.fill_rgb))
 
     def padded_crop(self) -> Any:
         """torchvision's nearest crop: ``RandomCrop(size, pad_if_needed=True)``, which pads
@@ -88,6 +95,11 @@ class ScaleJitter(FixedSizeCrop):
         require(lo > 0, "scale_range", self.scale_range, "the factors must be > 0")
         fill_of(self, "fill")
         self.check_interpolation()
+
+    def corner(self, room: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """One draw for both offsets, as the detection reference's ``FixedSizeCrop``:
+        ``top = int(room_h * r)``, ``left = int(room_w * r)``."""
+        return np.floor(room * u[:, :1])
 
     def resized_to(self, sizes: np.ndarray, u: np.ndarray) -> np.ndarray:
         th, tw = shape_of(self.size)

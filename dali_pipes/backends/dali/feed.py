@@ -37,7 +37,7 @@ from dali_pipes.backends.dali.read_ahead import ReadAhead
 from dali_pipes.backends.dali.sizes import HeaderSizes
 from dali_pipes.backends.dali.stored import StoredReader
 from dali_pipes.backends.specs import LoaderSpec
-from dali_pipes.data.interface import Annotated, LocalFiles, images_of
+from dali_pipes.data.interface import Annotated, LocalFiles, images_of, misfit
 from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import DataError
 from dali_pipes.image.batch_reads import LocalBatch, LocalReads
@@ -210,7 +210,7 @@ class Feed:
         if self._annotated is not None:
             for p in np.flatnonzero(~bad):
                 i, hw = int(indices[p]), (int(sizes[p, 0]), int(sizes[p, 1]))
-                if (why := self._annotated.misfit(i, hw)) is not None:
+                if (why := misfit(self._annotated, i, hw)) is not None:
                     blobs[p], bad[p] = DataError(why), True
         return sizes, bad
 

@@ -31,7 +31,7 @@ from dali_pipes.augment.targets.masks_dali import masks_through_geometry
 from dali_pipes.backends.dali.columns import Fed, FedColumns, banded
 from dali_pipes.backends.dali.views import ViewGraph, window
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
-from dali_pipes.data.interface import Annotated
+from dali_pipes.data.interface import Annotated, mask_fill
 from dali_pipes.errors import DaliPipesError
 
 Device = Literal["cpu", "gpu"]
@@ -383,7 +383,7 @@ class DaliGraph:
         masks = fn.reshape(m.masks, layout="HWC")
         if devices.on_gpu:
             masks = masks.gpu()
-        fill = self.spec.source.mask_fill if isinstance(self.spec.source, Annotated) else 0
+        fill = mask_fill(self.spec.source) if isinstance(self.spec.source, Annotated) else 0
         masks = masks_through_geometry(
             masks, m.anchor, m.shape, m.roi_start, m.roi_end, m.out, m.size, fill
         )

@@ -96,3 +96,20 @@ def test_torchvisions_kernels_on_the_drawn_numbers_give_our_sample(op: FixedSize
     # DALI's edge filter on the resize's outer lines is the only difference (geometry_torch)
     assert figures(torch.stack(ours), torch.stack(theirs)).mean <= EXACT.mean
     assert padded >= 3  # images smaller than the crop were padded
+
+
+def test_scale_jitters_corner_is_one_draw_for_both_offsets_as_fixed_size_crops() -> None:
+    op = ScaleJitter(size=[100, 200], scale_range=[2.0, 2.0])  # resized larger: room on both
+    sizes = np.array([[100, 100]])
+    g = op.plan(sizes, np.array([[0.0, 0.5, 0.9]]), 0)
+    room = g.resize[0] - np.array([100, 200])  # 200x200 resized: 100 down, none across
+    assert list(g.crop[0]) == [int(room[0] * 0.5), int(room[1] * 0.5)]
+
+
+def test_views_of_a_crop_padded_past_its_resized_image_are_refused_in_one_line() -> None:
+    from dali_pipes.augment.spec import AugmentSpec, SplitAugment
+    from dali_pipes.errors import ConfigError
+
+    crop = {"op": "scale_jitter", "size": 64, "scale_range": [0.1, 0.5]}
+    with pytest.raises(ConfigError, match=r"views: the scale_jitter crop pads past its resized"):
+        AugmentSpec(train=SplitAugment(crop=crop, views={"a": {}, "b": {}})).views(True)

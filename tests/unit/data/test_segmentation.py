@@ -20,7 +20,7 @@ from dali_pipes.errors import ConfigError, DataError
 
 @pytest.fixture(scope="module")
 def paired(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ensure_sample_segmentation(str(tmp_path_factory.mktemp("seg")), 6, 4)
+    return ensure_sample_segmentation(str(tmp_path_factory.mktemp("seg")), 6, 6)
 
 
 def names(folder: Path) -> list[str]:
@@ -61,7 +61,7 @@ def test_each_layout_pairs_every_image_with_its_mask(
     elif layout == "Pascal VOC":
         root = as_voc(paired, tmp_path)
     data = SegmentationData(root=str(root), train_split=splits[0], val_split=splits[1])
-    for split, count in (("train", 6), ("val", 4)):
+    for split, count in (("train", 6), ("val", 6)):
         source = open_segmentation(data, split)
         assert source.layout == layout and len(source) == count
         classes: set[int] = set()
@@ -88,18 +88,20 @@ def test_a_missing_colour_or_mis_sized_mask_is_one_line_naming_it(
     root = tmp_path / "copy"
     shutil.copytree(paired, root)
     masks = root / "masks" / "val"
-    first, second, third = sorted(masks.iterdir())[:3]
+    first, second, third, fourth = sorted(masks.iterdir())[:4]
     first.unlink()
     Image.open(second).convert("RGB").save(second)
     Image.open(third).resize((17, 9)).save(third)
+    fourth.write_bytes(fourth.read_bytes()[: len(fourth.read_bytes()) // 2])  # truncated
     source = open_segmentation(SegmentationData(root=str(root)), "val")
-    reasons = [source.misfit(i, _size(source, i)) for i in range(3)]
+    reasons = [source.misfit(i, _size(source, i)) for i in range(4)]
+    assert reasons[3] is not None and str(fourth) in reasons[3] and "not a readable" in reasons[3]
     assert reasons[0] is not None and str(first) in reasons[0] and "\n" not in reasons[0]
     assert reasons[1] is not None and "a RGB mask" in reasons[1] and str(second) in reasons[1]
     assert reasons[2] is not None and "a 9x17 mask for the" in reasons[2]
     with pytest.raises(DataError, match="cannot read the mask"):
         source.targets(0)
-    bad = {source.name(i) for i in range(3)}  # a bad sample is named by its image
+    bad = {source.name(i) for i in range(4)}  # a bad sample is named by its image
     for backend in ("dali", "torch"):
         overrides = _overrides(root, backend)
         with (
@@ -109,7 +111,7 @@ def test_a_missing_colour_or_mis_sized_mask_is_one_line_naming_it(
             list(loader)
         skip = compose_config([*overrides, "data.on_error=skip"])
         with build_loader(skip, "val") as loader:
-            assert [len(masks) for _, masks in loader] == [2, 2]  # substitutes fill the slots
+            assert [len(masks) for _, masks in loader] == [2, 2, 2]  # substitutes fill slots
             assert set(loader.bad_files) == bad
 
 

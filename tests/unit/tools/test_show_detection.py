@@ -1,7 +1,7 @@
 """python -m dali_pipes.show on data with boxes: each sample's objects drawn over it (masks
 tinted, boxes outlined) and counted under it on every backend, the difference column
 saying how far the backends' boxes are apart, and a run's step replayed with the objects
-that batch held."""
+that batch held; on segmentation data each sample's mask tinted over it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.sample_objects import ensure_sample_objects
-from dali_pipes.tools.overlay import objects_caption, overlay
+from dali_pipes.tools.overlay import classes_caption, objects_caption, overlay, overlay_classes
 from dali_pipes.tools.show import run_show
 
 TILE = 64
@@ -95,3 +95,33 @@ def test_show_replays_a_steps_batch_with_its_objects(objects: Path, tmp_path: Pa
     assert [t["image_id"] for t in targets] == [t["image_id"] for t in replayed.labels]
     for want, got in zip(targets, replayed.labels, strict=True):
         assert torch.equal(want["boxes"], got["boxes"]) and torch.equal(want["masks"], got["masks"])
+
+
+def test_a_preview_tints_each_samples_segmentation_mask(tmp_path: Path) -> None:
+    out = tmp_path / "seg.png"
+    cfg = compose_config(
+        [
+            "data=sample_segmentation",
+            f"data.root={tmp_path}",
+            "data.train_images=8",
+            "data.val_images=4",
+            "augment=seg",
+            "augment.train.crop.size=64",
+            "show.samples=4",
+            f"show.tile={TILE}",
+            "show.backends=[dali-cpu,torch]",
+            f"show.out={out}",
+            "backend.num_threads=1",
+        ],
+        config_name="show",
+    )
+    dali, torch_ = run_show(cfg)["shown"]
+    check_png(out, width=3 * (TILE + 6) + 6)
+    assert dali.labels.shape == (4, 64, 64) and torch.equal(dali.labels, torch_.labels)
+    image = torch.full((3, 8, 8), 100, dtype=torch.uint8)
+    mask = torch.zeros((8, 8), dtype=torch.int64)
+    mask[2:4, 2:4], mask[6:, 6:] = 3, 255
+    drawn = overlay_classes(image, mask)
+    assert not torch.equal(drawn[:, 2, 2], image[:, 2, 2])  # class 3: tinted
+    assert torch.equal(drawn[:, 0, 0], image[:, 0, 0])  # the background: untouched
+    assert classes_caption(mask) == "classes 3, padded"
