@@ -175,3 +175,15 @@ def s3_server() -> Iterator[Any]:
     server = S3Server().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """This process pointed at the session's S3 server by the standard AWS variables."""
+    from dali_pipes.data.s3 import forget_clients
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    forget_clients()
+    yield s3_server
+    forget_clients()

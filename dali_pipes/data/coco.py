@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.data.interface import Indices, SampleStat
+from dali_pipes.data.interface import Indices
 from dali_pipes.data.policy import OnError
 from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import CocoData
+from dali_pipes.data.split_images import SplitImages
 from dali_pipes.data.storage import is_url, join, storage_for
 from dali_pipes.data.targets import SampleTargets
 from dali_pipes.errors import ConfigError, DataError
@@ -40,7 +41,7 @@ EDGE_SLACK = 1.0
 
 
 @dataclass(frozen=True, eq=False)
-class CocoSource:
+class CocoSource(SplitImages):
     """One split of a COCO-layout dataset: its images (an image folder's reading) and each
     image's objects, stored as arrays (compact, and cheap to pickle for workers)."""
 
@@ -62,33 +63,10 @@ class CocoSource:
     task = "detection"
     mask_fill = 0  # past the image, an instance mask has no object
 
-    def __len__(self) -> int:
-        return len(self.images)
-
     @property
     def has_masks(self) -> bool:
         """Whether the objects come with instance masks (``data.masks``)."""
         return self.segmentations is not None
-
-    @property
-    def root(self) -> str:
-        """The split's image folder."""
-        return self.images.root
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        """Each image's path, in image-id order."""
-        return self.images.files
-
-    @property
-    def labels(self) -> np.ndarray:
-        """0 for every image: its objects have the labels (:meth:`targets`)."""
-        return self.images.labels
-
-    @property
-    def read_timeout(self) -> float | None:
-        """Seconds an image's read may take before it is a bad sample."""
-        return self.images.read_timeout
 
     def read(self, indices: Indices) -> list[Blob]:
         """Each image's encoded bytes, or the error naming it (an image whose annotations
@@ -101,22 +79,10 @@ class CocoSource:
             for i, blob in zip(indices, blobs, strict=True)
         ]
 
-    def identity(self, indices: Indices) -> np.ndarray:
-        """What each sample's augmentation is drawn from: its index in image-id order."""
-        return self.images.identity(indices)
-
-    def name(self, index: int) -> str:
-        """The image's path."""
-        return self.images.name(index)
-
     def local_paths(self) -> tuple[str, ...] | None:
         """The image files, when they are local files and every one's annotations can be
         used (otherwise the files are read through :meth:`read`, which says which not)."""
         return None if self.unusable else self.images.local_paths()
-
-    def stats(self) -> list[SampleStat]:
-        """Size and version of each image file."""
-        return self.images.stats()
 
     def targets(self, index: int) -> SampleTargets:
         """Image ``index``'s objects, with their instance masks when ``data.masks``."""

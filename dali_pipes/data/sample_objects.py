@@ -13,6 +13,7 @@ some images have no object at all. Written once into the cache folder, atomicall
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +40,31 @@ def open_sample_objects(data: SampleObjectsData, split: str) -> Any:
 
 def ensure_sample_objects(root: str | None, train_images: int, val_images: int) -> Path:
     """The dataset's folder, generated if absent."""
+    readme = (
+        f"dali_pipes sample objects, version {VERSION}: {train_images} training and "
+        f"{val_images} validation images of drawn objects "
+        f"({', '.join(name for _, name in CATEGORIES)}) with COCO annotations.\n"
+    )
+    return _ensure(root, "sample-objects", (train_images, val_images), readme, write_split)
+
+
+def _ensure(
+    root: str | None,
+    name: str,
+    counts: tuple[int, int],
+    readme: str,
+    write: Callable[[Path, str, int], None],
+) -> Path:
+    """The folder ``name`` of ``counts`` (training, validation) images under ``root`` (the
+    cache folder if None), each split written by ``write`` if the folder is absent."""
     base = Path(root).expanduser() if root else default_cache_dir()
-    target = base / f"sample-objects-v{VERSION}-{train_images}x{val_images}"
+    target = base / f"{name}-v{VERSION}-{counts[0]}x{counts[1]}"
     if not target.is_dir():
 
         def draw(tmp: Path) -> None:
-            for split, count in (("train", train_images), ("val", val_images)):
-                write_split(tmp, split, count)
+            for split, count in zip(("train", "val"), counts, strict=True):
+                write(tmp, split, count)
 
-        readme = (
-            f"dali_pipes sample objects, version {VERSION}: {train_images} training and "
-            f"{val_images} validation images of drawn objects "
-            f"({', '.join(name for _, name in CATEGORIES)}) with COCO annotations.\n"
-        )
         publish(target, readme, draw)
     return target
 
@@ -71,21 +84,13 @@ def ensure_sample_segmentation(root: str | None, train_images: int, val_images: 
     paired-folders layout: ``images/<split>/`` and ``masks/<split>/``), generated if
     absent. Each mask pixel is its object's class, 1..4 in the order of
     :data:`CATEGORIES` (``circle`` is 1), 0 the background."""
-    base = Path(root).expanduser() if root else default_cache_dir()
-    target = base / f"sample-segmentation-v{VERSION}-{train_images}x{val_images}"
-    if not target.is_dir():
-
-        def draw(tmp: Path) -> None:
-            for split, count in (("train", train_images), ("val", val_images)):
-                write_masks_split(tmp, split, count)
-
-        readme = (
-            f"dali_pipes sample segmentation data, version {VERSION}: {train_images} "
-            f"training and {val_images} validation images of drawn objects with a mask "
-            f"each (1..4: {', '.join(name for _, name in CATEGORIES)}; 0: background).\n"
-        )
-        publish(target, readme, draw)
-    return target
+    readme = (
+        f"dali_pipes sample segmentation data, version {VERSION}: {train_images} "
+        f"training and {val_images} validation images of drawn objects with a mask "
+        f"each (1..4: {', '.join(name for _, name in CATEGORIES)}; 0: background).\n"
+    )
+    counts = (train_images, val_images)
+    return _ensure(root, "sample-segmentation", counts, readme, write_masks_split)
 
 
 def write_masks_split(root: Path, split: str, count: int) -> None:

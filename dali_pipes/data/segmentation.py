@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.data.interface import Indices, SampleStat
 from dali_pipes.data.sources import FolderSource
 from dali_pipes.data.specs import SegmentationData
+from dali_pipes.data.split_images import SplitImages
 from dali_pipes.data.storage import is_url, join, storage_for
 from dali_pipes.data.targets import SampleTargets
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import Blob
 from dali_pipes.image.headers import IMAGE_EXTENSIONS
 
 #: (name, images folder, masks folder) of the folder layouts, per split folder.
@@ -40,7 +39,7 @@ LAYOUTS = (("ADE20K", "images", "annotations"), ("paired folders", "images", "ma
 
 
 @dataclass(frozen=True, eq=False)
-class SegmentationSource:
+class SegmentationSource(SplitImages):
     """One split: its images (an image folder's reading) and each image's mask file."""
 
     images: FolderSource  # the image files, their labels 0
@@ -56,53 +55,10 @@ class SegmentationSource:
         """Past the image, a mask's pixels are to be ignored."""
         return self.ignore_index
 
-    def __len__(self) -> int:
-        return len(self.images)
-
-    @property
-    def root(self) -> str:
-        """The split's image folder."""
-        return self.images.root
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        """Each image's path."""
-        return self.images.files
-
-    @property
-    def labels(self) -> np.ndarray:
-        """0 for every image: its mask has the classes (:meth:`targets`)."""
-        return self.images.labels
-
     @property
     def classes(self) -> tuple[str, ...]:
         """No class names are known: a mask's values are the classes."""
         return self.images.classes
-
-    @property
-    def read_timeout(self) -> float | None:
-        """Seconds an image's read may take before it is a bad sample."""
-        return self.images.read_timeout
-
-    def read(self, indices: Indices) -> list[Blob]:
-        """Each image's encoded bytes, or the error naming it."""
-        return self.images.read(indices)
-
-    def identity(self, indices: Indices) -> np.ndarray:
-        """What each sample's augmentation is drawn from: its index in the split."""
-        return self.images.identity(indices)
-
-    def name(self, index: int) -> str:
-        """The image's path."""
-        return self.images.name(index)
-
-    def local_paths(self) -> tuple[str, ...] | None:
-        """The image files (local files)."""
-        return self.images.local_paths()
-
-    def stats(self) -> list[SampleStat]:
-        """Size and version of each image file."""
-        return self.images.stats()
 
     def _open(self, index: int) -> Any:
         """Sample ``index``'s mask as a PIL image, not yet decoded; a :class:`DataError`

@@ -18,6 +18,13 @@ CACHES = (None, "ram", "gpu")
 DEFAULT_MAX_PIXELS = 100_000_000  # 100 MP: 10000 x 10000; a 65535 x 65535 header is 4.3 G
 
 
+def _at_least_one(spec: object, *keys: str) -> None:
+    """Refuse, naming the key, a count of ``spec``'s below 1 (how many images to make)."""
+    for key in keys:
+        value = getattr(spec, key)
+        require(value >= 1, f"data.{key}", value, "must be >= 1")
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """Fields every dataset kind shares; ``batch_size`` is per process (per GPU).
@@ -107,9 +114,7 @@ class SampleObjectsData(CocoData):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("train_images", "val_images"):
-            value = getattr(self, key)
-            require(value >= 1, f"data.{key}", value, "must be >= 1")
+        _at_least_one(self, "train_images", "val_images")
 
 
 @dataclass(frozen=True)
@@ -146,9 +151,7 @@ class SampleSegmentationData(SegmentationData):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("train_images", "val_images"):
-            value = getattr(self, key)
-            require(value >= 1, f"data.{key}", value, "must be >= 1")
+        _at_least_one(self, "train_images", "val_images")
 
 
 @dataclass(frozen=True)
@@ -162,9 +165,7 @@ class SampleData(DataSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("train_per_class", "val_per_class"):
-            value = getattr(self, key)
-            require(value >= 1, f"data.{key}", value, "must be >= 1")
+        _at_least_one(self, "train_per_class", "val_per_class")
 
 
 @dataclass(frozen=True)

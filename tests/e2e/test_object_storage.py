@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,6 @@ from dali_pipes.tools.scan import run_scan
 
 BACKENDS = ["torch", "dali-cpu"]
 BUCKET = "datasets"
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
-    """This process pointed at the session's server by the standard AWS variables."""
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    forget_clients()
-    yield s3_server
-    forget_clients()
 
 
 def upload(server: S3Server, prefix: str) -> str:

@@ -4,7 +4,6 @@ boxes and masks included, on both backends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +12,9 @@ import torch
 from helpers.s3server import S3Server
 
 from dali_pipes import build_loader, compose_config
-from dali_pipes.data.s3 import forget_clients
 from dali_pipes.data.sample_objects import ensure_sample_objects, ensure_sample_segmentation
 
 BUCKET = "targets"
-
-
-@pytest.fixture
-def s3(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
-    """This process pointed at the session's server by the standard AWS variables."""
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    forget_clients()
-    yield s3_server
-    forget_clients()
 
 
 def batches(data: list[str], root: str | Path, backend: str) -> list[Any]:

@@ -69,6 +69,42 @@ def _unchanged(images: Any) -> Any:
     return images
 
 
+def jitter_steps(
+    images: Any, packed: Any, ctx: Context, skipped: tuple[bool, ...], unchanged: int = -1
+) -> Any:
+    """The GPU's realisation of a packed row's four steps: at each position ``at<k>`` the
+    component it names, chosen per sample with DALI conditionals. A component ``skipped``
+    for the whole batch passes through, as does the key ``unchanged`` (the photometric
+    distortion's step not drawn)."""
+    from nvidia.dali import fn, types
+
+    def field(name: str) -> Any:
+        """A field of the packed row as a float32 operand beside the images."""
+        return ctx.operand(fn.cast(packed[FIELDS.index(name)], dtype=types.FLOAT))
+
+    def part(index: int) -> Any:
+        def run(x: Any) -> Any:
+            if index == 0:
+                return dali_ops.brightness(x, field("brightness"))
+            if index == 1:
+                inv = field("contrast_inv")
+                return dali_ops.contrast(x, field("contrast"), inv, ctx)
+            if index == 2:
+                inv = field("saturation_inv")
+                return dali_ops.saturation(x, field("saturation"), inv, ctx)
+            return dali_ops.hue(x, field("hue"))
+
+        return run
+
+    # Every position gets a branch per component; a skipped component passes through.
+    branches = [(i, _unchanged if skipped[i] else part(i)) for i in range(4)]
+    if unchanged >= 0:
+        branches.append((unchanged, _unchanged))
+    for k in range(4):
+        images = select(packed[FIELDS.index(f"at{k}")], branches, images)
+    return images
+
+
 @register_op
 @dataclass(frozen=True)
 class ColorJitter(Op):
@@ -161,31 +197,7 @@ class ColorJitter(Op):
         return images
 
     def _jitter(self, images: Any, packed: Any, ctx: Context) -> Any:
-        from nvidia.dali import fn, types
-
-        def field(name: str) -> Any:
-            """A field of the packed row as a float32 operand beside the images."""
-            return ctx.operand(fn.cast(packed[FIELDS.index(name)], dtype=types.FLOAT))
-
-        def part(index: int) -> Any:
-            def run(x: Any) -> Any:
-                if index == 0:
-                    return dali_ops.brightness(x, field("brightness"))
-                if index == 1:
-                    inv = field("contrast_inv")
-                    return dali_ops.contrast(x, field("contrast"), inv, ctx)
-                if index == 2:
-                    inv = field("saturation_inv")
-                    return dali_ops.saturation(x, field("saturation"), inv, ctx)
-                return dali_ops.hue(x, field("hue"))
-
-            return run
-
-        # Every position gets a branch per component; a skipped component passes through.
-        branches = [(i, part(i) if self.ranges[i] is not None else _unchanged) for i in range(4)]
-        for k in range(4):
-            images = select(packed[FIELDS.index(f"at{k}")], branches, images)
-        return images
+        return jitter_steps(images, packed, ctx, tuple(rng is None for rng in self.ranges))
 
     def needs_conditionals(self, gpu: bool) -> bool:
         """The GPU's realisation picks the order (and, p < 1, whether) per sample with

@@ -21,10 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from dali_pipes.augment import dali_ops
-from dali_pipes.augment.auto.slots import select
 from dali_pipes.augment.base import Context, Op, Params, Row, register_op
-from dali_pipes.augment.ops.color_jitter import FIELDS, pack
+from dali_pipes.augment.ops.color_jitter import FIELDS, jitter_steps, pack
 from dali_pipes.augment.params import number, pair
 from dali_pipes.errors import require
 
@@ -33,10 +31,6 @@ _PARTS = ("brightness", "contrast", "saturation", "hue")
 _BEFORE, _AFTER = (0, 1, 2, 3), (0, 2, 3, 1)
 #: The branch a skipped step takes in the GPU's graph (after the four components).
 _SKIP = 4
-
-
-def _unchanged(images: Any) -> Any:
-    return images
 
 
 @register_op
@@ -122,38 +116,11 @@ class PhotometricDistort(Op):
             return cpu_kernels.jitter(images, packed)
         from nvidia.dali import fn, types
 
-        images = self._steps(images, p, ctx)
+        images = jitter_steps(images, packed, ctx, (False,) * 4, unchanged=_SKIP)
         first = FIELDS.index("perm0")
         order = fn.cast(packed[first : first + 3], dtype=types.INT32)
         # row c of the matrix picks input channel perm<c>
         return fn.coord_transform(images, M=fn.one_hot(order, num_classes=3, dtype=types.FLOAT))
-
-    def _steps(self, images: Any, p: Mapping[str, Any], ctx: Context) -> Any:
-        from nvidia.dali import fn, types
-
-        packed = p["packed"]
-
-        def field(name: str) -> Any:
-            """A field of the packed row as a float32 operand beside the images."""
-            return ctx.operand(fn.cast(packed[FIELDS.index(name)], dtype=types.FLOAT))
-
-        def part(index: int) -> Any:
-            def run(x: Any) -> Any:
-                if index == 0:
-                    return dali_ops.brightness(x, field("brightness"))
-                if index == 1:
-                    return dali_ops.contrast(x, field("contrast"), field("contrast_inv"), ctx)
-                if index == 2:
-                    inv = field("saturation_inv")
-                    return dali_ops.saturation(x, field("saturation"), inv, ctx)
-                return dali_ops.hue(x, field("hue"))
-
-            return run
-
-        branches = [(i, part(i)) for i in range(4)] + [(_SKIP, _unchanged)]
-        for k in range(4):
-            images = select(packed[FIELDS.index(f"at{k}")], branches, images)
-        return images
 
     def needs_conditionals(self, gpu: bool) -> bool:
         """The GPU's realisation picks each step per sample with conditionals; the CPU's
