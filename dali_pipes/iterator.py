@@ -39,6 +39,7 @@ from dali_pipes.backends.dali.loader import DaliLoader
 from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import augment_preset
 from dali_pipes.config.specs import loader_spec
+from dali_pipes.data.coco_dataset import coco_dataset, coco_transforms
 from dali_pipes.data.given import open_data
 from dali_pipes.data.image_folder import is_folder_dataset
 from dali_pipes.data.specs import DataSpec, SamplingSpec
@@ -231,12 +232,16 @@ def augment_spec(
 
 
 def _dataset_transform(root: Any, augment: Any) -> Any:
-    """``augment``, or the transform of an ImageFolder given as ``root`` (not both)."""
+    """``augment``, or the transform of an ImageFolder or a CocoDetection given as
+    ``root`` (not both)."""
     transform = getattr(root, "transform", None) if is_folder_dataset(root) else None
+    kind = "ImageFolder"
+    if transform is None and coco_dataset(root) is not None:
+        transform, kind = coco_transforms(root), type(coco_dataset(root)).__name__
     if transform is None:
         return augment
     if augment is not None:
-        raise ConfigError("augment= is given and the ImageFolder has a transform: give one of them")
+        raise ConfigError(f"augment= is given and the {kind} has a transform: give one of them")
     return transform
 
 

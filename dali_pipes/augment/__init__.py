@@ -33,6 +33,7 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     randaugment,
     random_apply,
     random_crop,
+    shortest_size,
     solarize,
     trivialaugment,
     vflip,

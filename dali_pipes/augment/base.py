@@ -61,11 +61,21 @@ class Context:
     :class:`~dali_pipes.backends.dali.graph.GraphDevices`), so that its logic runs where
     there is no GPU. An op with a realisation of its own for the GPU picks it by
     :attr:`gpu_graph`, and places nodes by ``gpu`` (:meth:`operand`, :meth:`constant`).
+    ``sizes``: each sample's (height, width), ``[B, 2]``, when a crop gives images sizes of
+    their own (``size`` is then the largest; only ops that are not :attr:`Op.sized` follow
+    such a crop); None: every image is ``size``.
     """
 
     size: tuple[int, int]
     gpu: bool = False
     twin: bool = False
+    sizes: np.ndarray | None = None
+
+    def shapes(self, count: int) -> np.ndarray:
+        """Each of ``count`` samples' (height, width), ``[count, 2]`` int64."""
+        if self.sizes is not None:
+            return self.sizes
+        return np.tile(np.asarray(self.size, dtype=np.int64), (count, 1))
 
     @property
     def gpu_graph(self) -> bool:
@@ -102,6 +112,10 @@ class Op(ABC):
     #: True when the op changes each pixel from its own value and image-wide statistics
     #: only, so it commutes with a horizontal flip exactly (a flip may move past it).
     pointwise: ClassVar[bool] = False
+    #: True when the op's parameters are drawn for the batch's one image size
+    #: (``Context.size``: translations in pixels), so it cannot follow a crop that gives
+    #: images sizes of their own (:meth:`CropOp.varies_in_size`).
+    sized: ClassVar[bool] = False
     #: Settings the gallery (``python -m dali_pipes.show show.gallery=true``) draws the op
     #: at, mildest first: parameters over the defaults (a ``p`` field is set to 1 there, so
     #: the effect shows). Empty: the defaults alone.
@@ -156,6 +170,11 @@ class Op(ABC):
     #: True when the op leaves every pixel where it is (colour, blur): a sample's boxes
     #: and masks are the same after it. Pointwise ops are such ops.
     keeps_places: ClassVar[bool] = False
+
+    def in_place(self) -> bool:
+        """Whether every pixel stays where it is (colour, blur): such an op may also run
+        on the whole image before the crop."""
+        return self.pointwise or self.keeps_places
 
     def moves_targets(self) -> bool:
         """Whether boxes and masks pass through this op: it keeps pixels in place, or it
@@ -245,6 +264,14 @@ class CropOp(Op):
     #: True when where the crop goes depends on the sample's boxes (SSD's IoU crop): the
     #: pipeline then plans it with :meth:`plan_around`.
     needs_boxes: ClassVar[bool] = False
+
+    def varies_in_size(self) -> bool:
+        """Whether each image comes out at a size of its own (a shorter side with a
+        maximum, as detection references resize): the geometry's ``outs``; a batch's
+        images are then a list of ``[3, H, W]`` tensors and :meth:`shape_at` is the
+        largest size."""
+        return False
+
     #: True when the output may reach past the resized window (padded with the fill at the
     #: bottom and right): only a plain split's DALI graph realises it (in bands).
     pads_past_resize: ClassVar[bool] = False

@@ -37,18 +37,34 @@ class Geometry:
     #: resized window.
     fill: tuple[int, int, int] | None = None
     interpolation: str = "bilinear"  # the resize's antialiased filter: bilinear | bicubic
+    #: Each sample's own output size ``[B, 2]`` (height, width) when a recipe's images
+    #: have sizes of their own (a shorter side with a maximum, as detection references
+    #: resize); ``out`` is then the largest of them. None: every output is ``out``.
+    outs: np.ndarray | None = None
+
+    def shapes(self) -> np.ndarray:
+        """Each sample's output size, ``[B, 2]`` int64 (height, width)."""
+        if self.outs is not None:
+            return self.outs
+        return np.tile(np.asarray(self.out, dtype=np.int64), (len(self.window), 1))
+
+    def shape(self, j: int) -> tuple[int, int]:
+        """Sample ``j``'s output size (height, width)."""
+        if self.outs is None:
+            return self.out
+        return int(self.outs[j, 0]), int(self.outs[j, 1])
 
     def roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The output region in window pixels, (y, x) order: DALI ``fn.resize`` ROI."""
         scale = self.window[:, [3, 2]] / self.resize  # source pixels per resized pixel
         start = self.crop * scale
-        end = (self.crop + np.asarray(self.out)) * scale
+        end = (self.crop + self.shapes()) * scale
         return start.astype(np.float32), end.astype(np.float32)
 
     def inside(self) -> np.ndarray:
         """The part of each output inside its resized window, ``[B, 2]`` (height, width):
         the output, unless the crop reaches past the resized window (the rest is fill)."""
-        return np.minimum(np.asarray(self.out), self.resize - self.crop)
+        return np.minimum(self.shapes(), self.resize - self.crop)
 
     def nearest_roi(self) -> tuple[np.ndarray, np.ndarray]:
         """The ROI at which DALI's nearest-neighbour resize samples the source pixels
@@ -161,7 +177,8 @@ def resized(sizes: np.ndarray, resize: int | tuple[int, int] | None) -> np.ndarr
     return np.tile(np.asarray(resize, dtype=np.int64), (len(sizes), 1))
 
 
-def _whole(sizes: np.ndarray) -> np.ndarray:
+def whole(sizes: np.ndarray) -> np.ndarray:
+    """Each image's whole extent as a window, ``[B, 4]`` x, y, w, h."""
     window = np.zeros((len(sizes), 4), dtype=np.int64)
     window[:, 2], window[:, 3] = sizes[:, 1], sizes[:, 0]
     return window
@@ -182,7 +199,7 @@ def _planned(
         window = np.stack([corner[:, 1], corner[:, 0], np.full(n, out[1]), np.full(n, out[0])], 1)
         shape = np.tile(np.asarray(out, dtype=np.int64), (n, 1))
         return Geometry(window.astype(np.int64), shape, np.zeros((n, 2), np.int64), out, fill)
-    return Geometry(_whole(sizes), resized(sizes, resize), corner.astype(np.int64), out, fill)
+    return Geometry(whole(sizes), resized(sizes, resize), corner.astype(np.int64), out, fill)
 
 
 def plan_center_crop(
@@ -242,7 +259,7 @@ def plan_resized_crop(
     image smaller than ``out`` padded with ``fill`` at the bottom and right (the
     segmentation reference's ``PadIfSmaller``, the detection reference's
     ``FixedSizeCrop``)."""
-    return Geometry(_whole(sizes), resized_to.astype(np.int64), corner.astype(np.int64), out, fill)
+    return Geometry(whole(sizes), resized_to.astype(np.int64), corner.astype(np.int64), out, fill)
 
 
 def crop_room(resized_to: np.ndarray, out: tuple[int, int]) -> np.ndarray:

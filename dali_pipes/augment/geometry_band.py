@@ -42,7 +42,7 @@ def _axis(
     length: np.ndarray,
     resized: np.ndarray,
     crop: np.ndarray,
-    n: int,
+    n: np.ndarray,
     extent: np.ndarray,
     reach: float,
 ) -> tuple[np.ndarray, ...]:
@@ -70,7 +70,8 @@ def band(geometry: Geometry, sizes: np.ndarray) -> Bands:
     window = g.window.astype(np.float64)
     resize = g.resize.astype(np.float64)
     crop = g.crop.astype(np.float64)
-    oh, ow = g.out
+    shapes = g.shapes().astype(np.float64)
+    oh, ow = shapes[:, 0], shapes[:, 1]
     x = _axis(window[:, 0], window[:, 2], resize[:, 1], crop[:, 1], ow, sizes[:, 1], reach)
     y = _axis(window[:, 1], window[:, 3], resize[:, 0], crop[:, 0], oh, sizes[:, 0], reach)
 
@@ -80,7 +81,7 @@ def band(geometry: Geometry, sizes: np.ndarray) -> Bands:
     def yx(k: int) -> np.ndarray:
         return np.stack([y[k], x[k]], axis=1).astype(np.float32)
 
-    size = np.tile(np.array([ow, oh], np.float32), (len(sizes), 1))
+    size = np.stack([ow, oh], axis=1).astype(np.float32)
     start, shape = xy(0), xy(1)
     extent = sizes[:, ::-1].astype(np.float32)  # w, h
     region = np.clip(start, 0, extent - 1)

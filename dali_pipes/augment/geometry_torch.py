@@ -175,5 +175,5 @@ def apply_row(image: torch.Tensor, geometry: Geometry, j: int) -> torch.Tensor:
     ``image`` (:func:`apply_geometry`): what the torch backend and the caches do per sample."""
     window, resize, crop = geometry.row(j)
     return apply_geometry(
-        image, window, resize, crop, geometry.out, geometry.fill, geometry.interpolation
+        image, window, resize, crop, geometry.shape(j), geometry.fill, geometry.interpolation
     )

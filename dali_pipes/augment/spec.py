@@ -5,6 +5,7 @@ each op's schema lives), and the batch's output format (mean, std, dtype, layout
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,31 @@ def _check_channels(spec: AugmentSpec, views: str | None = None) -> None:
         )
 
 
+def _check_own_sizes(spec: AugmentSpec, split: str, batch_ops: Sequence[Any]) -> None:
+    """A split whose images have sizes of their own (a list per batch) takes no batch
+    ops, no views and no channels_last: each needs one size."""
+    crop = f"augment.{split}.crop"
+    require(
+        not batch_ops,
+        f"augment.{split}.batch",
+        [op.name for op in batch_ops],
+        f"batch ops need one image size, but {crop} gives each image its own; remove them",
+    )
+    views = getattr(spec, split).views
+    require(
+        views is None,
+        f"augment.{split}.views",
+        "(views)",
+        f"views need one size, but {crop} gives each image its own",
+    )
+    require(
+        not spec.channels_last,
+        "augment.channels_last",
+        True,
+        f"{crop} gives each image its own size (a list of [3, H, W]); set it false",
+    )
+
+
 @dataclass(frozen=True)
 class SplitAugment:
     """One split's augmentation, as configured: the decode-fused ``crop`` (its parameters,
@@ -64,7 +90,9 @@ class SplitAugment:
     ``null`` disables one; an ``op`` key names the op when the name is only a label), then
     the ``batch`` stage's ops on whole batches (mixup/cutmix, random erasing), same form.
     ``views``: several views of each sample, each group of them a change of ``crop`` and
-    ``ops`` (:mod:`dali_pipes.augment.views`); None: one image per sample.
+    ``ops`` (:mod:`dali_pipes.augment.views`); None: one image per sample. ``before``:
+    colour ops on the whole decoded image before the crop (what a torchvision pipeline
+    that distorts colours first maps to), same form as ``ops``.
 
     Turned into a :class:`~dali_pipes.augment.Pipeline` by :class:`AugmentSpec`, which
     knows the split's key for error messages.
@@ -74,6 +102,7 @@ class SplitAugment:
     ops: Any = field(default_factory=lambda: {"hflip": {"p": 0.5}})
     batch: Any = field(default_factory=dict)
     views: Any = None
+    before: Any = field(default_factory=dict)
 
 
 def _default_val() -> SplitAugment:
@@ -151,8 +180,16 @@ class AugmentSpec:
         for split, pipeline in parsed.pipelines.items():
             crop, ops = pipeline.config()
             batch = batch_config(*parsed.batches[split])
-            canonical = SplitAugment(crop=crop, ops=ops, batch=batch, views=parsed.views[split][1])
+            canonical = SplitAugment(
+                crop=crop,
+                ops=ops,
+                batch=batch,
+                views=parsed.views[split][1],
+                before=pipeline.before_config(),
+            )
             object.__setattr__(self, split, canonical)
+            if pipeline.crop.varies_in_size():
+                _check_own_sizes(self, split, parsed.batches[split][0])
             if self.dtype == "uint8":
                 for op in parsed.batches[split][0]:
                     require(
@@ -172,7 +209,8 @@ class AugmentSpec:
 
         splits = (("train", self.train), ("val", self.val))
         pipelines = {
-            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}") for split, aug in splits
+            split: parse_pipeline(aug.crop, aug.ops, f"augment.{split}", aug.before)
+            for split, aug in splits
         }
         batches = {split: parse_batch(aug.batch, f"augment.{split}.batch") for split, aug in splits}
         views: dict[str, tuple[Views, Any]] = {}
@@ -180,6 +218,13 @@ class AugmentSpec:
             if aug.views is None:
                 views[split] = (single(pipelines[split]), None)
                 continue
+            require(
+                not pipelines[split].before,
+                f"augment.{split}.before",
+                aug.before,
+                "ops before the crop run on the one decoded image, but the split has views; "
+                "move them after the crop",
+            )
             views[split] = parse_views(pipelines[split], aug.views, f"augment.{split}")
             _check_channels(self, views=split)
             require(
@@ -215,6 +260,12 @@ class AugmentSpec:
     def multi_view(self, train: bool) -> bool:
         """Whether the split has ``views``: its batches hold a list of view tensors."""
         return (self.train if train else self.val).views is not None
+
+    def own_sizes(self, train: bool) -> bool:
+        """Whether the split's images each keep a size of their own (a batch's images are
+        then a list of ``[3, H, W]`` tensors: the crop
+        :meth:`~dali_pipes.augment.base.CropOp.varies_in_size`)."""
+        return not self.multi_view(train) and self.pipeline(train).crop.varies_in_size()
 
     def out_size(self, train: bool, epoch: int = 0) -> int:
         """The side of the split's output images in ``epoch`` (a resolution schedule moves

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +11,15 @@ import numpy as np
 import torch
 
 from dali_pipes.backends.compat import DataLoaderAttributes
+from dali_pipes.backends.images import (
+    ImageList,
+    Images,
+    each_view,
+    first_channel,
+    has_views,
+    stack_samples,
+    views_of,
+)
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.backends.targets import check_targets
 from dali_pipes.data.interface import Rejects
@@ -23,6 +32,7 @@ __all__ = [
     "BadFiles",
     "Batch",
     "EpochPlan",
+    "ImageList",
     "Images",
     "Loader",
     "each_view",
@@ -32,49 +42,12 @@ __all__ = [
     "views_of",
 ]
 
-#: A batch's images: one ``[N, 3, H, W]`` tensor (``[N, 1, H, W]`` with
-#: ``augment.channels=1``, :func:`first_channel`), or for a split with views
-#: (:mod:`dali_pipes.augment.views`) a list of them, one per view, in the configured order.
-Images = torch.Tensor | list[torch.Tensor]
+
 #: What every loader yields: ``(images, labels)`` (labels: int64 ``[N]``, or float soft
 #: targets ``[N, num_classes]`` after mixup/cutmix; for detection data a list with one
 #: target dict per image, :mod:`dali_pipes.backends.targets`); the images are
 #: :data:`Images`. Both are typed ``Any`` so that a loop uses them as what its task gives.
 Batch = tuple[Any, Any]
-
-
-def has_views(images: Images) -> bool:
-    """Whether a batch's (or one sample's) images are views, one tensor each, rather than
-    one tensor: the one place a batch with views is told from a plain one."""
-    return isinstance(images, list)
-
-
-def views_of(images: Images) -> list[torch.Tensor]:
-    """A batch's images as a list of tensors: each view's, or the one of a plain split."""
-    return images if isinstance(images, list) else [images]
-
-
-def each_view(fn: Callable[[torch.Tensor], torch.Tensor], images: Images) -> Images:
-    """``fn`` applied to a batch's images, or to each view's tensor."""
-    return [fn(view) for view in images] if isinstance(images, list) else fn(images)
-
-
-def stack_samples(samples: Sequence[Images]) -> Images:
-    """Samples' images (each ``[3, H, W]``, or a list of views) as one batch: one
-    ``[N, 3, H, W]`` tensor, or for views a list with one such tensor per view."""
-    if not samples:
-        return torch.empty(0, dtype=torch.uint8)
-    if isinstance(samples[0], list):
-        per_sample = [views_of(s) for s in samples]
-        return [torch.stack([views[v] for views in per_sample]) for v in range(len(per_sample[0]))]
-    return torch.stack([views_of(s)[0] for s in samples])
-
-
-def first_channel(images: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """A grey batch (``augment.channels=1``) as ``[N, 1, H, W]``: the first of the three
-    equal channels it was made with, in the batch's memory format."""
-    layout = torch.channels_last if channels_last else torch.contiguous_format
-    return images[:, :1].contiguous(memory_format=layout)
 
 
 #: The layout of :meth:`Loader.state_dict`; bumped when it changes meaning.

@@ -13,7 +13,7 @@ from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.data.interface import Labelled
 from dali_pipes.data.policy import OnError
 from dali_pipes.data.specs import DEFAULT_MAX_PIXELS, SamplingSpec
-from dali_pipes.errors import require
+from dali_pipes.errors import ConfigError, require
 from dali_pipes.runtime.devices import BACKEND_DEVICES
 
 
@@ -181,6 +181,15 @@ class LoaderSpec:
     #: not where they are made (``backend.device``): e.g. "cuda:0" for DALI CPU decoding
     #: feeding a GPU model. None: where they are made.
     output_device: str | None = None
+
+    def __post_init__(self) -> None:
+        split = "train" if self.train else "val"
+        early = any(p.before for p in self.augment.views(self.train).pipelines)
+        if self.cache and early:
+            raise ConfigError(
+                f"data.cache={self.cache} keeps the decoded images, but augment.{split}.before "
+                "draws new colours on each whole image every epoch; remove one of them"
+            )
 
     @property
     def policy(self) -> OnError:

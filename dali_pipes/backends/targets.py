@@ -84,12 +84,13 @@ def moved_sample(
     return Moved(kept.xyxy, kept.labels, masks, sample.image_id)
 
 
-def target_dicts(moved: Sequence[Moved], size: tuple[int, int]) -> list[Target]:
-    """The batch's targets: one dict per image, in torchvision's detection form."""
+def target_dicts(moved: Sequence[Moved], sizes: Sequence[tuple[int, int]]) -> list[Target]:
+    """The batch's targets: one dict per image (of ``sizes``, height and width each), in
+    torchvision's detection form."""
     from torchvision import tv_tensors
 
     out = []
-    for sample in moved:
+    for sample, size in zip(moved, sizes, strict=True):
         target: Target = {
             "boxes": tv_tensors.BoundingBoxes(
                 torch.from_numpy(np.ascontiguousarray(sample.boxes)),
@@ -105,13 +106,17 @@ def target_dicts(moved: Sequence[Moved], size: tuple[int, int]) -> list[Target]:
     return out
 
 
-def batch_targets(task: str, moved: Sequence[Moved], size: tuple[int, int]) -> Any:
+def batch_targets(
+    task: str, moved: Sequence[Moved], sizes: Sequence[tuple[int, int]], own_sizes: bool = False
+) -> Any:
     """The batch's targets as torchvision's references take them: a dict per image
-    (:func:`target_dicts`) for detection, the masks as one int64 ``[N, H, W]`` tensor for
-    segmentation."""
+    (:func:`target_dicts`; ``sizes``: each image's height and width) for detection, the
+    masks as one int64 ``[N, H, W]`` tensor for segmentation (a list of ``[H, W]`` ones
+    with ``own_sizes``, images of sizes of their own)."""
     if task == "segmentation":
-        return torch.stack([m.masks[0] for m in moved if m.masks is not None]).long()
-    return target_dicts(moved, size)
+        masks = [m.masks[0].long() for m in moved if m.masks is not None]
+        return masks if own_sizes else torch.stack(masks)
+    return target_dicts(moved, sizes)
 
 
 def labels_to(labels: Any, device: torch.device, non_blocking: bool = False) -> Any:
@@ -119,6 +124,8 @@ def labels_to(labels: Any, device: torch.device, non_blocking: bool = False) -> 
     (each tensor of each dict; torchvision's tensor types keep their type)."""
     if isinstance(labels, torch.Tensor):
         return labels.to(device, non_blocking=non_blocking)
+    if labels and isinstance(labels[0], torch.Tensor):  # segmentation masks of own sizes
+        return [mask.to(device, non_blocking=non_blocking) for mask in labels]
     return [
         {
             k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
@@ -132,4 +139,6 @@ def tensors_of(labels: Any) -> list[torch.Tensor]:
     """Every tensor a batch's labels hold (for a stream to record them)."""
     if isinstance(labels, torch.Tensor):
         return [labels]
+    if labels and isinstance(labels[0], torch.Tensor):
+        return list(labels)
     return [v for target in labels for v in target.values() if isinstance(v, torch.Tensor)]

@@ -25,7 +25,16 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dali_pipes.augment.geometry_torch import apply_row
 from dali_pipes.augment.targets.boxes import Boxes
-from dali_pipes.backends.base import Batch, EpochPlan, Images, Loader, loader_devices, stack_samples
+from dali_pipes.backends.base import (
+    Batch,
+    EpochPlan,
+    Images,
+    Loader,
+    has_views,
+    loader_devices,
+    stack_samples,
+    views_of,
+)
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.backends.targets import Moved, batch_targets, moved_sample
@@ -110,7 +119,9 @@ class _Samples(Dataset[_Sample]):
         boxes = None if sample is None else Boxes.of_samples([(sample.boxes, sample.labels)])
         draws = self.views.draw([image.shape[-2:]], ids, self.seed, epoch, boxes)
         views = [
-            pipeline.apply_torch(apply_row(image, draw.geometry, 0), draw, 0)
+            pipeline.apply_torch(
+                apply_row(pipeline.apply_before_torch(image, draw, 0), draw.geometry, 0), draw, 0
+            )
             for pipeline, draw in zip(self.views.pipelines, draws, strict=True)
         ]
         targets = None
@@ -154,15 +165,18 @@ class _Collated(NamedTuple):
     failed: list[tuple[str, str]]  # (path, reason) of the bad files met
 
 
-def _collate(samples: list[_Sample], task: str) -> _Collated:
+def _collate(samples: list[_Sample], task: str, own_sizes: bool) -> _Collated:
     """The batch of ``samples``: its labels, or for data with targets (``task``:
-    detection or segmentation) its targets in torchvision's references' form."""
+    detection or segmentation) its targets in torchvision's references' form;
+    ``own_sizes``: the images have sizes of their own (an :class:`ImageList`)."""
     made = [s.made for s in samples if s.made is not None]
-    images = stack_samples([m.images for m in made])
+    images = stack_samples([m.images for m in made], own_sizes)
     labels: Any = torch.tensor([s.label for s in samples if s.made is not None], dtype=torch.int64)
     moved = [m.targets for m in made if m.targets is not None]
-    if moved and isinstance(images, torch.Tensor):
-        labels = batch_targets(task, moved, (images.shape[-2], images.shape[-1]))
+    if moved and not has_views(images):
+        sizes = [(int(x.shape[-2]), int(x.shape[-1])) for x in views_of(images)]
+        sizes = sizes if own_sizes else sizes[:1] * len(moved)
+        labels = batch_targets(task, moved, sizes, own_sizes)
     return _Collated(images, labels, [bad for s in samples for bad in s.failed])
 
 
@@ -198,7 +212,11 @@ class TorchLoader(Loader):
             batch_sampler=self._batches,
             num_workers=workers,
             pin_memory=opts.pin_memory and self.device.type == "cuda",
-            collate_fn=partial(_collate, task=getattr(spec.source, "task", "classification")),
+            collate_fn=partial(
+                _collate,
+                task=getattr(spec.source, "task", "classification"),
+                own_sizes=spec.augment.own_sizes(spec.train),
+            ),
             **extra,
         )
         self._handover = Handover(self.device, Normalizer(spec.augment, self.device))

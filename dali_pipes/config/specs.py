@@ -81,8 +81,11 @@ def with_torchvision(node: DictConfig) -> DictConfig:
     node = node.copy()
     for split, aug in splits.items():
         node[split].crop, node[split].ops, node[split].batch = aug.crop, aug.ops, aug.batch
+        node[split].before = aug.before
     node.mean, node.std = list(out.mean), list(out.std)
     node.dtype, node.channels = out.dtype, out.channels
+    if out.min_box_size is not None:  # SanitizeBoundingBoxes(min_size)
+        node.min_box_size = out.min_box_size
     node.torchvision = {"train": None, "val": None}
     return node
 

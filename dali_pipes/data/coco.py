@@ -132,15 +132,16 @@ def open_coco(data: CocoData, split: str) -> CocoSource:
     if not data.root:
         raise ConfigError("data.root is not set: pass data.root=/path/to/coco")
     if data.masks:
-        _require_pycocotools()
+        require_pycocotools()
     folder = join(data.root, data.train_dir if split == "train" else data.val_dir)
     path = join(data.root, data.train_annotations if split == "train" else data.val_annotations)
-    listing = _Listing(path, folder, data)
+    listing = Listing(path, folder, data)
     listing.read(_load_json(path, data.read_timeout))
     return listing.source()
 
 
-def _require_pycocotools() -> None:
+def require_pycocotools() -> None:
+    """Refuse in one line when pycocotools, which decodes COCO's masks, is missing."""
     try:
         import pycocotools.mask  # noqa: F401
     except ImportError:
@@ -173,12 +174,17 @@ def _load_json(path: str, read_timeout: float | None) -> dict[str, Any]:
 
 
 @dataclass
-class _Listing:
+class Listing:
     """The split's images and objects as the annotations file is read and checked."""
 
     path: str
     folder: str
     data: CocoData
+    #: The images in this order (torchvision's ``CocoDetection.ids``); None: by image id.
+    order: list[int] | None = None
+    #: Labels are the category ids as they are (as torchvision's v2 wrapper of
+    #: ``CocoDetection`` gives them); False: contiguous from 1.
+    raw_labels: bool = False
     images: dict[int, dict[str, Any]] = field(default_factory=dict)  # by image id
     category_ids: tuple[int, ...] = ()  # sorted: label k + 1 is category_ids[k]
     names: tuple[str, ...] = ()  # the categories' names, in the same order
@@ -190,10 +196,13 @@ class _Listing:
         return OnError(self.data.on_error)
 
     def read(self, content: dict[str, Any]) -> None:
+        """Take the categories, images and annotations of a parsed annotations file."""
         categories = sorted(content.get("categories") or [], key=lambda c: int(c["id"]))
         self.category_ids = tuple(int(c["id"]) for c in categories)
         self.names = tuple(str(c.get("name", c["id"])) for c in categories)
         label_of = {cid: k + 1 for k, cid in enumerate(self.category_ids)}
+        if self.raw_labels:
+            label_of = {cid: cid for cid in self.category_ids}
         self.images = {int(i["id"]): i for i in content["images"]}
         for ann in content.get("annotations") or []:
             self._add(ann, label_of)
@@ -233,8 +242,18 @@ class _Listing:
     def _file(self, image_id: int) -> str:
         return join(self.folder, str(self.images[image_id]["file_name"]))
 
+    def classes(self) -> tuple[str, ...]:
+        """``classes[label]``: the background, then each label's category name (by
+        category id with :attr:`raw_labels`, ``"N/A"`` where no category has the id)."""
+        if not self.raw_labels:
+            return ("__background__", *self.names)
+        top = max(self.category_ids, default=0)
+        named = dict(zip(self.category_ids, self.names, strict=True))
+        return ("__background__", *(named.get(i, "N/A") for i in range(1, top + 1)))
+
     def source(self) -> CocoSource:
-        ids = sorted(self.images)
+        """The split as read: its images in order, each one's objects."""
+        ids = sorted(self.images) if self.order is None else list(self.order)
         boxes, labels, segmentations, starts = [], [], [], [0]
         for image_id in ids:
             for (x, y, w, h), label, segmentation in self.objects.get(image_id, []):
@@ -246,7 +265,7 @@ class _Listing:
             root=self.folder,
             files=tuple(self._file(i) for i in ids),
             labels=np.zeros(len(ids), np.int64),
-            classes=("__background__", *self.names),
+            classes=self.classes(),
             read_timeout=self.data.read_timeout,
         )
         return CocoSource(

@@ -9,7 +9,8 @@ what it was given into one split's :class:`~dali_pipes.data.interface.Source`:
   (:meth:`~dali_pipes.data.specs.DataSpec.from_path`: ``.zip`` is an archive), else an
   image folder;
 - a dataset object of another library that a registered adapter takes (a torchvision
-  ``ImageFolder``, a Hugging Face ``datasets.Dataset``): :data:`ADAPTERS`;
+  ``ImageFolder`` or ``CocoDetection``, a Hugging Face ``datasets.Dataset``):
+  :data:`ADAPTERS`;
 - any object with the :class:`~dali_pipes.data.interface.Source` interface, as it is.
 
 The data keywords (``batch_size``, ``drop_last``, ``on_error``, ``max_pixels``, ``exclude``,
@@ -49,6 +50,7 @@ def _describe(adapter: Lazy[Adapter]) -> str:
 #: answers None for an object that is not its kind, without importing its library).
 ADAPTERS: Registry[Lazy[Adapter]] = Registry("dataset adapter", _describe)
 ADAPTERS.register("torchvision", Lazy("dali_pipes.data.image_folder:adapt"))
+ADAPTERS.register("torchvision-coco", Lazy("dali_pipes.data.coco_dataset:adapt"))
 ADAPTERS.register("datasets", Lazy("dali_pipes.data.hf_dataset:adapt"))
 
 

@@ -116,6 +116,13 @@ class SampleObjectsData(CocoData):
         super().__post_init__()
         _at_least_one(self, "train_images", "val_images")
 
+    def folder(self) -> str:
+        """The data in COCO's layout (``train2017/``, ``annotations/...``), written on
+        first use: what torchvision's ``CocoDetection`` reads."""
+        from dali_pipes.data.sample_objects import ensure_sample_objects
+
+        return str(ensure_sample_objects(self.root, self.train_images, self.val_images))
+
 
 @dataclass(frozen=True)
 class SegmentationData(DataSpec):

@@ -98,4 +98,5 @@ def _apply(pipeline: Pipeline, images: list[torch.Tensor], j: int) -> torch.Tens
     """Photo ``j`` through ``pipeline`` as the torch backend does it."""
     sizes = [image.shape[-2:] for image in images]
     draw = pipeline.draw(sizes, list(range(len(images))), seed=0, epoch=0)
-    return pipeline.apply_torch(apply_row(images[j], draw.geometry, j), draw, j)
+    whole = pipeline.apply_before_torch(images[j], draw, j)
+    return pipeline.apply_torch(apply_row(whole, draw.geometry, j), draw, j)

@@ -1,5 +1,6 @@
 """Detection batches keep torchvision's detection references' contract: ``(images,
-targets)``, images ``[N, 3, H, W]``, one dict per image with ``boxes``
+targets)``, images ``[N, 3, H, W]`` (a list of ``[3, H, W]`` when each keeps a size of its
+own), one dict per image with ``boxes``
 (``tv_tensors.BoundingBoxes``, XYXY, the output's canvas), ``labels`` (int64), ``masks``
 (``tv_tensors.Mask``) and ``image_id``; an image with no objects keeps its place with
 empty targets; every box holds its object and its mask covers it; epochs, resume and rank
@@ -57,9 +58,9 @@ def make(
     return build_loader(cfg, split, rank=rank, world_size=world)
 
 
-def epoch(loader: Loader, number: int) -> list[tuple[torch.Tensor, list[dict[str, Any]]]]:
+def epoch(loader: Loader, number: int) -> list[tuple[Any, list[dict[str, Any]]]]:
     loader.set_epoch(number)
-    return [(x.clone(), y) for x, y in loader]
+    return [([i.clone() for i in x] if isinstance(x, list) else x.clone(), y) for x, y in loader]
 
 
 def same(a: list[Any], b: list[Any]) -> bool:
@@ -170,3 +171,65 @@ def test_what_cannot_give_boxes_and_masks_is_refused_in_one_line(
     with pytest.raises(ConfigError, match=message) as caught:
         make(kind, objects, change)
     assert "\n" not in str(caught.value)
+
+
+#: ``augment=detr`` scaled down: shorter sides 96 or 128 (at most 192), the crop branch.
+OWN_SIZES = [
+    "augment=detr",
+    "augment.train.crop.min_size=[96,128]",
+    "augment.train.crop.max_size=192",
+    "augment.train.crop.crop_sizes=[100]",
+    "augment.train.crop.crop_range=[64,100]",
+    "augment.val.crop.min_size=128",
+    "augment.val.crop.max_size=192",
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_images_of_their_own_sizes_are_a_list_with_each_targets_canvas(
+    kind: str, split: str, objects: Path
+) -> None:
+    """A recipe that keeps each image's own size (a shorter side with a maximum) gives a
+    list of ``[3, H, W]`` tensors, as torchvision's detection models take them; each
+    target's boxes and masks are on its own image's canvas. Epochs and resume as usual."""
+    sizes = set()
+    with make(kind, objects, *OWN_SIZES, split=split) as loader:
+        first = epoch(loader, 2)
+        for images, targets in first:
+            assert isinstance(images, list) and len(images) == len(targets)
+            for image, target in zip(images, targets, strict=True):
+                c, h, w = image.shape
+                assert c == 3 and image.dtype == torch.float32
+                assert min(h, w) <= 128 and max(h, w) <= 192  # the shorter side, or the max
+                assert tuple(target["boxes"].canvas_size) == (h, w)
+                assert target["masks"].shape == (len(target["boxes"]), h, w)
+                assert target["boxes"].device == image.device
+                sizes.add((h, w))
+        assert len(sizes) > 3
+        loader.set_epoch(2)
+        batches = iter(loader)
+        next(batches)
+        state = loader.state_dict()
+        del batches
+    with make(kind, objects, *OWN_SIZES, split=split) as resumed:
+        resumed.load_state_dict(state)
+        rest = [(x, y) for x, y in resumed]
+    assert len(rest) == len(first) - 1
+    for (x, ys), (x0, ys0) in zip(rest, first[1:], strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(x, x0, strict=True))
+        assert [y["image_id"] for y in ys] == [y["image_id"] for y in ys0]
+        assert all(torch.equal(y["boxes"], y0["boxes"]) for y, y0 in zip(ys, ys0, strict=True))
+
+
+@pytest.mark.parametrize("kind", ["torch", "dali-cpu"])
+def test_padding_to_one_size_gives_one_tensor_and_a_multiple_rounds_each_image_up(
+    kind: str, objects: Path
+) -> None:
+    with make(kind, objects, *OWN_SIZES, "augment.train.crop.pad_to=192") as loader:
+        images, targets = next(iter(loader))
+        assert isinstance(images, torch.Tensor) and images.shape[1:] == (3, 192, 192)
+        assert all(tuple(t["boxes"].canvas_size) == (192, 192) for t in targets)
+    with make(kind, objects, *OWN_SIZES, "augment.train.crop.pad_multiple=32") as loader:
+        images, _ = next(iter(loader))
+        assert all(x.shape[1] % 32 == 0 and x.shape[2] % 32 == 0 for x in images)

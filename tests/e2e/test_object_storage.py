@@ -51,7 +51,7 @@ def make(kind: str, root: str | Path, *extra: str, rank: int = 1, world_size: in
         f"backend={backend}",
         "backend.device=cpu",
         "augment=imagenet",
-        "augment.train.crop.size=64",
+        *([] if any(e.startswith("augment.train.crop.") for e in extra) else SIZE),
         *(["backend.num_workers=1"] if backend == "torch" else []),
         *extra,
     ]
@@ -72,6 +72,16 @@ def test_a_bucket_gives_exactly_the_local_copys_batches_for_two_epochs(
 
 
 PRESETS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "augment").glob("*.yaml"))
+SIZE = ["augment.train.crop.size=64"]
+#: Each preset's crop at about 64 px (the multi-scale one's sides and crop branch scaled).
+SMALL = {
+    "detr": [
+        "augment.train.crop.min_size=[48,64]",
+        "augment.train.crop.max_size=96",
+        "augment.train.crop.crop_sizes=[64]",
+        "augment.train.crop.crop_range=[32,64]",
+    ]
+}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -82,7 +92,7 @@ def test_every_augmentation_preset_gives_from_a_bucket_the_local_copys_batches(
     """The presets' random ops, batch stage (mixup, cutmix, erasing) included, are drawn
     from (seed, epoch, sample): where the bytes came from does not show."""
     url = upload(s3, f"presets-{kind}-{preset}")
-    extra = [f"augment={preset}", "augment.train.crop.size=64"]
+    extra = [f"augment={preset}", *SMALL.get(preset, SIZE)]
     with make(kind, BUNDLED_PHOTOS, *extra) as local, make(kind, url, *extra) as remote:
         local.set_epoch(1)
         remote.set_epoch(1)

@@ -30,6 +30,17 @@ CASES = {
     ("small", "val"): ([], DALI_CPU_VS_TORCH),
     ("ssd", "train"): ([], pipeline_bound(["photometric_distort", "hflip"])),
     ("lsj", "train"): (["augment.train.crop.size=256"], DALI_CPU_VS_TORCH),
+    # SSD's distortion on the whole image before the crop, as torchvision's reference
+    ("ssd-before", "train"): (
+        [
+            "augment.train.ops.photometric_distort=null",
+            "+augment.train.before.photometric_distort={p: 0.5}",
+        ],
+        pipeline_bound(["photometric_distort", "hflip"]),
+    ),
+    # images of their own sizes (a list per batch), the crop branch half the time
+    ("detr", "train"): (["augment.train.crop.pad_multiple=32"], DALI_CPU_VS_TORCH),
+    ("detr", "val"): ([], DALI_CPU_VS_TORCH),
 }
 _TORCH: dict[tuple[str, str], tuple[list[Any], AugmentSpec]] = {}
 
@@ -49,7 +60,7 @@ def batches(kind: str, root: Path, preset: str, split: str) -> tuple[list[Any], 
             f"data.root={root}",
             "data.masks=true",
             "data.batch_size=8",
-            f"augment={preset}",
+            f"augment={preset.split('-')[0]}",
             "backend.device=cpu",
             *backend,
             *CASES[preset, split][0],
@@ -67,6 +78,12 @@ def batches(kind: str, root: Path, preset: str, split: str) -> tuple[list[Any], 
     return made
 
 
+def frames(images: Any) -> list[torch.Tensor]:
+    """A batch's images as ``[N, 3, H, W]`` tensors: itself, or each image of a list of
+    images of their own sizes as a batch of one."""
+    return [image[None] for image in images] if isinstance(images, list) else [images]
+
+
 @pytest.mark.parametrize("kind", ["dali-cpu", "dali-twin"])
 @pytest.mark.parametrize("case", list(CASES), ids=[f"{p}-{s}" for p, s in CASES])
 def test_dali_boxes_masks_and_images_equal_the_torch_backends(
@@ -79,8 +96,11 @@ def test_dali_boxes_masks_and_images_equal_the_torch_backends(
     assert len(got) == len(want)
     diff, objects_seen = [], 0
     for (x, ys), (x0, ys0) in zip(got, want, strict=True):
-        a, b = pixels(x, augment).float(), pixels(x0, augment).float()
-        diff.append((a - b).abs())
+        assert type(x) is type(x0)
+        for image, image0 in zip(frames(x), frames(x0), strict=True):
+            a, b = pixels(image, augment).float(), pixels(image0, augment).float()
+            assert a.shape == b.shape
+            diff.append((a - b).abs())
         for y, y0 in zip(ys, ys0, strict=True):
             assert y["image_id"] == y0["image_id"]
             assert torch.equal(y["labels"], y0["labels"]), f"image {y['image_id']}"

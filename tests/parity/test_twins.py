@@ -117,9 +117,10 @@ def spec(root: Path, preset: str, backend: str, split: str) -> LoaderSpec:
 
 
 def epoch_of(loader: Any, epoch: int) -> torch.Tensor:
+    """An epoch's pixels, image after image (images may have sizes of their own)."""
     with loader:
         loader.set_epoch(epoch)
-        return torch.cat([images.float() for images, _ in loader])
+        return torch.cat([image.float().flatten() for images, _ in loader for image in images])
 
 
 def one_view(preset: str) -> bool:
@@ -158,7 +159,7 @@ def test_each_presets_gpu_graph_run_as_its_cpu_twin_matches_torch(
     rule = f"; against torchvision's equalize: {figures(twin, real)}" if equalizes else ""
     with capsys.disabled():
         print(
-            f"\ntwin {preset} {split} (epoch {epoch}, {len(twin)} photos): {measured} "
+            f"\ntwin {preset} {split} (epoch {epoch}, {twin.numel()} values): {measured} "
             f"(bound {bound}){rule}"
         )
     assert bound.admits(measured), f"{measured} exceeds {bound}"

@@ -313,6 +313,7 @@ class SlotOp(Op):
     says which DALI branches they can reach (:meth:`kinds`).
     """
 
+    sized = True  # translations in pixels of the batch's one size
     interpolation: str
     fill: int
 

@@ -31,12 +31,14 @@ KEY = "augment.torchvision"
 
 
 class Format(NamedTuple):
-    """The batch a pipeline outputs: its normalisation, dtype and channels."""
+    """The batch a pipeline outputs: its normalisation, dtype and channels, and the
+    smallest box kept (``SanitizeBoundingBoxes``; None: not given)."""
 
     mean: tuple[float, ...]
     std: tuple[float, ...]
     dtype: str
     channels: int
+    min_box_size: float | None = None
 
 
 def is_transform(obj: Any) -> bool:
@@ -55,6 +57,7 @@ def augment_spec(transform: Any, *, channels_last: bool = False) -> AugmentSpec:
     """The :class:`AugmentSpec` whose splits both run ``transform`` (a loader uses the one
     of its split), with the batch's dtype, mean, std and channels the transform gives."""
     converted = convert(transform)
+    given = converted.min_box_size
     return AugmentSpec(
         train=converted.split,
         val=converted.split,
@@ -63,6 +66,7 @@ def augment_spec(transform: Any, *, channels_last: bool = False) -> AugmentSpec:
         dtype=converted.dtype,
         channels=converted.channels,
         channels_last=channels_last,
+        min_box_size=AugmentSpec.min_box_size if given is None else given,
     )
 
 
@@ -105,7 +109,13 @@ def from_config(
         except ConfigError as exc:
             raise ConfigError(str(exc) if str(exc).startswith(key) else f"{key}: {exc}") from None
         splits[split] = converted.split
-        formats[split] = Format(converted.mean, converted.std, converted.dtype, converted.channels)
+        formats[split] = Format(
+            converted.mean,
+            converted.std,
+            converted.dtype,
+            converted.channels,
+            converted.min_box_size,
+        )
     one = [split for split, fmt in formats.items() if fmt.channels == 1]
     if one and len(formats) < 2:
         raise ConfigError(

@@ -117,3 +117,15 @@ def same_fill(value: Any, pixels: bool) -> int:
     if not isinstance(filled, int):
         raise Refused(f"fill={value!r}: a fill per channel is not supported here; give one value")
     return filled
+
+
+def typed_fill(value: Any, kind: type) -> Any:
+    """The fill a v2 transform gives an input of type ``kind`` from a fill per input type
+    (a dict), looked up as torchvision looks it up: the type's own key if the dict holds
+    it (``in``: a ``defaultdict``'s default is never made), else ``"others"``, else none
+    (which pads with 0). Not a dict: the fill itself."""
+    if not isinstance(value, dict):
+        return value
+    if kind in value:
+        return value[kind]
+    return value.get("others")

@@ -38,6 +38,8 @@ class Converted:
     std: tuple[float, float, float]
     dtype: str
     channels: int = 3
+    #: ``SanitizeBoundingBoxes(min_size)``'s smallest box kept (None: not given).
+    min_box_size: float | None = None
 
 
 def flatten(transform: Any, where: str = "") -> Iterator[tuple[str, Any]]:
@@ -89,6 +91,9 @@ class _Walk:
     ops: list[dict[str, Any]] = field(default_factory=list)
     erasing: list[tuple[str, Any, dict[str, Any], Values]] = field(default_factory=list)
     first_op: tuple[str, Any] | None = None
+    #: Colour ops before the resize/crop: run on the whole image (``before``).
+    before: list[dict[str, Any]] = field(default_factory=list)
+    boxes: dict[str, Any] = field(default_factory=dict)
 
     def add(self, where: str, transform: Any) -> None:
         name, version = self.identify(where, transform)
@@ -96,6 +101,13 @@ class _Walk:
         read = self.read(where, transform, name, version)
         if kind == "convert":
             self.values = read
+        elif kind == "boxes":
+            self.boxes.update(read)
+        elif kind == "op" and not self.geometry and _keeps_places(read):
+            self.before.append(self.checked(where, transform, read))
+            image = RULES[name].image
+            if image is not None:
+                self.values = image(transform, self.values)
         elif kind == "geometry":
             if self.first_op is not None:
                 op_where, op = self.first_op
@@ -108,7 +120,12 @@ class _Walk:
             self.geometry.append((where, transform, name, read))
         else:
             if not self.geometry:
-                raise refused(where, transform, "must follow the resize/crop (fused with decoding)")
+                raise refused(
+                    where,
+                    transform,
+                    "must follow the resize/crop (fused with decoding); only colour ops can "
+                    "come before it",
+                )
             if kind == "op" and self.erasing:
                 raise refused(
                     where,
@@ -234,6 +251,13 @@ def convert(transform: Any) -> Converted:
             "the torchvision transform ends with PIL images, which cannot be batched: end it "
             "with ToTensor, PILToTensor or ToImage (and ToDtype/Normalize as you need)"
         )
-    split = SplitAugment(crop=crop, ops=walk.ops, batch=walk.batch())
+    before = {f"{c['op']}#{k + 1}" if k else str(c["op"]): c for k, c in enumerate(walk.before)}
+    split = SplitAugment(crop=crop, ops=walk.ops, batch=walk.batch(), before=before)
     values = walk.values
-    return Converted(split, values.mean, values.std, values.dtype, values.channels)
+    min_box = walk.boxes.get("min_box_size")
+    return Converted(split, values.mean, values.std, values.dtype, values.channels, min_box)
+
+
+def _keeps_places(config: dict[str, Any]) -> bool:
+    """Whether an op config's op keeps every pixel in place (a colour op)."""
+    return build_op(config, "op").in_place()

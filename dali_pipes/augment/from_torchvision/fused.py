@@ -10,9 +10,14 @@ that is a single resize of a window, exactly:
 - ``Resize((h, w))`` alone                          -> ``center_crop`` of the whole size
 - ``CenterCrop`` alone                              -> ``center_crop`` (padded where smaller)
 - ``[Resize] RandomCrop(size, padding, ...)``        -> ``random_crop`` (padding without a resize)
+- ``[RandomZoomOut] RandomIoUCrop [Resize((h, w))]`` -> ``iou_crop`` (SSD's; without the
+  resize each crop keeps its own size)
+- ``RandomZoomOut`` alone                           -> ``iou_crop`` that keeps the canvas
+- ``RandomShortestSize``                            -> ``shortest_size`` (each image its size)
+- ``ScaleJitter``                                   -> ``scale_jitter`` without its crop
 
 Anything else (two resizes, a crop before a resize, ``Resize(int)`` alone, whose outputs
-differ in size and cannot be batched) is refused with the transform named.
+differ in size in a way no op here plans) is refused with the transform named.
 """
 
 from __future__ import annotations
@@ -23,13 +28,27 @@ from dali_pipes.augment.from_torchvision.values import Refused
 
 #: Which geometry may follow which (None: the first).
 _FOLLOWS = {
-    None: ("RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop"),
+    None: (
+        "RandomResizedCrop",
+        "Resize",
+        "CenterCrop",
+        "RandomCrop",
+        "RandomZoomOut",
+        "RandomIoUCrop",
+        "RandomShortestSize",
+        "ScaleJitter",
+    ),
     "Resize": ("CenterCrop", "RandomCrop"),
+    "RandomZoomOut": ("RandomIoUCrop",),
+    "RandomIoUCrop": ("Resize",),
 }
 FORMS = (
     "RandomResizedCrop; or Resize, CenterCrop or RandomCrop, or Resize then CenterCrop or "
-    "RandomCrop"
+    "RandomCrop; or [RandomZoomOut] RandomIoUCrop [Resize((h, w))]; or RandomZoomOut; or "
+    "RandomShortestSize; or ScaleJitter"
 )
+#: No zoom out: RandomIoUCrop alone.
+_NO_ZOOM = {"zoom_p": 0.0}
 
 
 class Misplaced(Refused):
@@ -58,6 +77,14 @@ def crop_config(steps: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     merged = {key: value for _, step in steps for key, value in step.items()}
     if names == ("RandomResizedCrop",):
         return {"op": "random_resized_crop", **merged}
+    if names == ("RandomShortestSize",):
+        return {"op": "shortest_size", **merged}
+    if names == ("ScaleJitter",):  # no crop: each image at its jittered size
+        return {"op": "scale_jitter", **merged, "crop": False}
+    if names == ("RandomZoomOut",):  # the canvas kept: a crop whose one choice is "none"
+        return {"op": "iou_crop", **merged, "options": [1.0], "size": None}
+    if "RandomIoUCrop" in names:
+        return _iou_crop(names, merged)
     resize = merged.get("resize")
     if names == ("Resize",):
         if isinstance(resize, int):
@@ -81,3 +108,19 @@ def crop_config(steps: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 def _plain(resize: Any) -> Any:
     """A resize as the config takes it (a list for (height, width))."""
     return list(resize) if isinstance(resize, tuple) else resize
+
+
+def _iou_crop(names: tuple[str, ...], merged: dict[str, Any]) -> dict[str, Any]:
+    """SSD's zoom out and IoU crop, then a resize to (height, width) or none."""
+    if names[-1] not in ("RandomIoUCrop", "Resize"):
+        raise Misplaced("cannot follow RandomIoUCrop and a resize", len(names) - 1)
+    resize = merged.pop("resize", None)
+    if isinstance(resize, int):
+        raise Misplaced(
+            f"Resize({resize}) after RandomIoUCrop keeps each crop's aspect ratio, which is "
+            "not supported here; give Resize a (height, width), or leave it out",
+            len(names) - 1,
+        )
+    zoom = {} if "RandomZoomOut" in names else _NO_ZOOM
+    size = None if resize is None else list(resize)
+    return {"op": "iou_crop", **zoom, **merged, "size": size}

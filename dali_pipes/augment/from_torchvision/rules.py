@@ -12,7 +12,9 @@ returns one :class:`Step`:
   ``randaugment``, ...), so its parameters are drawn from (seed, epoch, sample) like any
   op's;
 - ``erase``: ``RandomErasing`` as the batch stage's ``random_erasing`` op (its fill is
-  put on the batch's scale once the pipeline's end is known).
+  put on the batch's scale once the pipeline's end is known);
+- ``boxes``: what is done to boxes alone (``SanitizeBoundingBoxes``: the smallest box kept,
+  ``augment.min_box_size``; the XYXY format and clamping boxes are what every box gets).
 
 A rule raises :class:`~dali_pipes.augment.from_torchvision.values.Refused` with the reason
 for an argument it cannot honour exactly; the walk (:mod:`.convert`) names the transform
@@ -30,7 +32,7 @@ from dali_pipes.augment.base import OPS, RESAMPLING
 from dali_pipes.augment.from_torchvision import args
 from dali_pipes.augment.from_torchvision.values import Refused, Values, dtype_name
 
-Kind = Literal["convert", "geometry", "op", "erase"]
+Kind = Literal["convert", "geometry", "op", "erase", "boxes"]
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,76 @@ def _random_crop(t: Any, at: At) -> dict[str, Any]:
     }
 
 
+@rule("RandomZoomOut", "geometry")
+def _zoom_out(t: Any, at: At) -> dict[str, Any]:
+    import PIL.Image
+    from torchvision import tv_tensors
+
+    pixels(at)
+    image = PIL.Image.Image if at.values.pil else tv_tensors.Image
+    mask_fill = args.typed_fill(t.fill, tv_tensors.Mask)
+    if mask_fill not in (None, 0, 0.0, [0], [0.0]):
+        raise Refused(f"fill={t.fill!r} pads masks with {mask_fill!r}; masks pad with 0")
+    return {
+        "zoom_p": float(t.p),
+        "zoom_range": [float(v) for v in t.side_range],
+        "fill": args.fill(args.typed_fill(t.fill, image), not at.values.floating),
+    }
+
+
+@rule("RandomIoUCrop", "geometry")
+def _iou_crop(t: Any, at: At) -> dict[str, Any]:
+    return {
+        "min_scale": float(t.min_scale),
+        "max_scale": float(t.max_scale),
+        "min_aspect_ratio": float(t.min_aspect_ratio),
+        "max_aspect_ratio": float(t.max_aspect_ratio),
+        "options": [float(v) for v in t.options],
+        "trials": int(t.trials),
+    }
+
+
+@rule("ScaleJitter", "geometry")
+def _scale_jitter(t: Any, at: At) -> dict[str, Any]:
+    width, height = (int(v) for v in t.target_size)  # torchvision's (width, height)
+    return {
+        "size": [height, width],
+        "scale_range": [float(v) for v in t.scale_range],
+        **_resampled(t, at),
+    }
+
+
+@rule("RandomShortestSize", "geometry")
+def _shortest_size(t: Any, at: At) -> dict[str, Any]:
+    return {
+        "min_size": [int(v) for v in t.min_size],
+        "max_size": None if t.max_size is None else int(t.max_size),
+        **_resampled(t, at),
+    }
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+@rule("SanitizeBoundingBoxes", "boxes")
+def _sanitize(t: Any, at: At) -> dict[str, Any]:
+    if float(t.min_area) != 1.0:
+        raise Refused(f"min_area={t.min_area} is not supported; boxes keep an area of 1 or more")
+    return {"min_box_size": float(t.min_size)}
+
+
+@rule("ConvertBoundingBoxFormat", "boxes")
+def _box_format(t: Any, at: At) -> dict[str, Any]:
+    if str(getattr(t.format, "value", t.format)).upper() != "XYXY":
+        raise Refused(f"format={t.format!r}: boxes come out as XYXY; convert them after")
+    return {}
+
+
+@rule("ClampBoundingBoxes", "boxes")
+def _clamp_boxes(t: Any, at: At) -> dict[str, Any]:
+    return {}  # boxes are clamped to their image always
+
+
 # --------------------------------------------------------------------------- image ops
 
 
@@ -239,6 +311,17 @@ def _color_jitter(t: Any, at: At) -> dict[str, Any]:
         value = getattr(t, part)
         parts[part] = 0.0 if value is None or part in grey else [float(value[0]), float(value[1])]
     return {"op": "color_jitter", **parts, "p": 1.0}
+
+
+_PHOTOMETRIC = ("brightness", "contrast", "saturation", "hue")
+
+
+@rule("RandomPhotometricDistort", "op")
+def _photometric_distort(t: Any, at: At) -> dict[str, Any]:
+    pixels(at)
+    three_channels(at, "move it before the Grayscale")
+    parts = {part: [float(v) for v in getattr(t, part)] for part in _PHOTOMETRIC}
+    return {"op": "photometric_distort", **parts, "p": float(t.p)}
 
 
 @rule("RandomGrayscale", "op")

@@ -3,7 +3,8 @@ the detection and segmentation references train with.
 
 - ``scale_jitter``: large-scale jitter (LSJ): torchvision ``ScaleJitter(size,
   scale_range)`` (the image fitted into ``size``, times a factor drawn from
-  ``scale_range``), then the detection reference's ``FixedSizeCrop(size, fill)``;
+  ``scale_range``), then the detection reference's ``FixedSizeCrop(size, fill)``
+  (``crop: false``: no crop, each image at its jittered size, as ``ScaleJitter`` alone);
 - ``shorter_side_crop``: the segmentation reference: ``RandomResize(min_size, max_size)``
   (the shorter side drawn from [min_size, max_size)), ``PadIfSmaller(size, fill)``,
   ``RandomCrop(size)``.
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.base import CropOp, register_op
-from dali_pipes.augment.geometry import Geometry, crop_room, plan_resized_crop
+from dali_pipes.augment.geometry import Geometry, crop_room, plan_resized_crop, whole
 from dali_pipes.augment.params import fill_of, number, pair, shape_of, side_or_shape
 from dali_pipes.errors import require
 
@@ -88,11 +89,29 @@ class ScaleJitter(FixedSizeCrop):
     scale_range: Any = (0.1, 2.0)
     fill: Any = 0
     interpolation: str = "bilinear"
+    crop: bool = True
+
+    def varies_in_size(self) -> bool:
+        return not self.crop
+
+    def pad_fill(self) -> tuple[int, int, int] | None:
+        return self.fill_rgb if self.crop else None
+
+    def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
+        if self.crop:
+            return super().plan(sizes, u, epoch)
+        resized = np.maximum(self.resized_to(sizes, u[:, 0]), 1)  # ScaleJitter alone
+        n = len(sizes)
+        out = (int(resized[:, 0].max()), int(resized[:, 1].max())) if n else (1, 1)
+        return self.resampled(
+            Geometry(whole(sizes), resized, np.zeros((n, 2), np.int64), out, outs=resized)
+        )
 
     def __post_init__(self) -> None:
         side_or_shape(self, "size")
         lo, _ = pair(self, "scale_range")
         require(lo > 0, "scale_range", self.scale_range, "the factors must be > 0")
+        require(isinstance(self.crop, bool), "crop", self.crop, "expected true or false")
         fill_of(self, "fill")
         self.check_interpolation()
 
@@ -113,7 +132,7 @@ class ScaleJitter(FixedSizeCrop):
 
         th, tw = shape_of(self.size)  # torchvision's target_size is (width, height)
         jitter = v2.ScaleJitter((tw, th), tuple(self.scale_range), antialias=True)
-        return v2.Compose([jitter, self.padded_crop()])
+        return v2.Compose([jitter, self.padded_crop()]) if self.crop else jitter
 
 
 @register_op

@@ -55,7 +55,7 @@ class Flip(Op):
         return True
 
     def move_boxes(self, boxes: Boxes, params: Params, ctx: Context) -> Boxes:
-        return flipped(boxes, params["flip"], ctx.size, self.horizontal)
+        return flipped(boxes, params["flip"], ctx.shapes(boxes.count), self.horizontal)
 
     def move_mask_torch(self, mask: Tensor, p: Row, ctx: Context) -> Tensor:
         return self.torch(mask, p, ctx)  # a flip moves a mask's pixels as an image's

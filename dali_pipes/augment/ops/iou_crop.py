@@ -1,5 +1,7 @@
 """SSD's crop for detection: torchvision ``RandomZoomOut(fill, side_range, p)`` (when
-``zoom_p`` > 0), ``RandomIoUCrop(...)``, then ``Resize(size)`` to a fixed size.
+``zoom_p`` > 0), ``RandomIoUCrop(...)``, then ``Resize(size)`` to a fixed size (``size``
+null: no resize, each crop kept at its own size, as torchvision's SSD reference pipeline
+hands them to the model, which resizes them itself).
 
 The crop keeps at least one box's centre and overlaps some box by at least a minimum IoU
 drawn per sample from ``options`` (1.0: no crop); boxes whose centre falls outside the
@@ -51,7 +53,7 @@ class IoUCrop(CropOp):
     interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
-        side_or_shape(self, "size")
+        side_or_shape(self, "size", optional=True)
         self.check_interpolation()
         number(self, "zoom_p", 0.0, 1.0)
         lo, _ = pair(self, "zoom_range")
@@ -82,7 +84,11 @@ class IoUCrop(CropOp):
         return self.shape_at(epoch)[0]
 
     def shape_at(self, epoch: int) -> tuple[int, int]:
-        return shape_of(self.size)
+        # without a resize, a nominal size: each crop keeps its own (varies_in_size)
+        return shape_of(300 if self.size is None else self.size)
+
+    def varies_in_size(self) -> bool:
+        return self.size is None
 
     def draws(self) -> int:
         return 4 + self.plans[1].draws()
@@ -102,15 +108,22 @@ class IoUCrop(CropOp):
     def plan_around(self, sizes: np.ndarray, u: np.ndarray, epoch: int, boxes: Boxes) -> Geometry:
         per_sample = [boxes.of(j)[0] for j in range(len(sizes))]
         window = plan_ssd(sizes, per_sample, u, *self.plans)
-        out = self.shape_at(epoch)
         n = len(sizes)
+        if self.size is None:  # each crop at its own size
+            own = np.ascontiguousarray(window[:, [3, 2]], dtype=np.int64)
+            out = (int(own[:, 0].max()), int(own[:, 1].max())) if n else self.shape_at(epoch)
+            resize, outs = own, own
+        else:
+            out = self.shape_at(epoch)
+            resize, outs = np.tile(np.asarray(out, np.int64), (n, 1)), None
         return Geometry(
             window=window,
-            resize=np.tile(np.asarray(out, np.int64), (n, 1)),
+            resize=resize,
             crop=np.zeros((n, 2), np.int64),
             out=out,
             fill=self.pad_fill(),
             interpolation=self.interpolation,
+            outs=outs,
         )
 
     def boxes_kept(self, boxes: Boxes, geometry: Geometry) -> np.ndarray:
@@ -136,13 +149,13 @@ class IoUCrop(CropOp):
             list(self.options),
             self.trials,
         )
-        resize = self.resize_transform(list(shape_of(self.size)))
+        resize = [] if self.size is None else [self.resize_transform(list(shape_of(self.size)))]
         if self.zoom_p == 0:
-            return v2.Compose([crop, resize])
+            return v2.Compose([crop, *resize])
         from torchvision import tv_tensors
 
         # Masks pad with 0 (no object), everything else with the fill. (The reference's
         # defaultdict pads images with 0: torchvision looks a type up with `in`.)
         fill = {tv_tensors.Mask: 0, "others": list(self.fill_rgb)}
         zoom = v2.RandomZoomOut(fill, self.zoom_range, self.zoom_p)
-        return v2.Compose([zoom, crop, resize])
+        return v2.Compose([zoom, crop, *resize])

@@ -82,28 +82,43 @@ def through_geometry(boxes: Boxes, geometry: Geometry) -> Boxes:
     return boxes.with_xyxy(np.stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]], axis=1))
 
 
-def flipped(boxes: Boxes, flags: np.ndarray, size: tuple[int, int], horizontal: bool) -> Boxes:
-    """``boxes`` mirrored in the samples whose flag (int [B]) is set, in images of ``size``
-    (height, width): left-right when ``horizontal``, else top-bottom."""
+def _per_box(sizes: np.ndarray | tuple[int, int], boxes: Boxes) -> np.ndarray:
+    """Each box's image size, ``[K, 2]``, from the samples' ``sizes`` ([B, 2]) or one
+    (height, width) for all."""
+    table = np.asarray(sizes, dtype=np.float64).reshape(-1, 2)
+    return table[np.zeros_like(boxes.sample)] if len(table) == 1 else table[boxes.sample]
+
+
+def flipped(
+    boxes: Boxes, flags: np.ndarray, sizes: np.ndarray | tuple[int, int], horizontal: bool
+) -> Boxes:
+    """``boxes`` mirrored in the samples whose flag (int [B]) is set, in images of
+    ``sizes`` ([B, 2] height, width, or one for all): left-right when ``horizontal``,
+    else top-bottom."""
     on = np.asarray(flags, bool)[boxes.sample]
     xyxy = boxes.xyxy.copy()
-    first, extent = (0, size[1]) if horizontal else (1, size[0])
+    first = 0 if horizontal else 1
+    extent = _per_box(sizes, boxes)[:, 1 if horizontal else 0][on]
     a, b = xyxy[on, first], xyxy[on, first + 2]
     xyxy[on, first], xyxy[on, first + 2] = extent - b, extent - a
     return boxes.with_xyxy(xyxy)
 
 
 def sanitized(
-    boxes: Boxes, size: tuple[int, int], min_size: float = 1.0, min_area: float = 1.0
+    boxes: Boxes,
+    sizes: np.ndarray | tuple[int, int],
+    min_size: float = 1.0,
+    min_area: float = 1.0,
 ) -> tuple[Boxes, np.ndarray]:
-    """``boxes`` clipped to images of ``size`` (height, width), and those still at least
-    ``min_size`` wide and high and ``min_area`` large: the kept boxes and which were kept
-    (bool [K], for their masks). torchvision v2's ``ClampBoundingBoxes`` then
-    ``SanitizeBoundingBoxes(min_size, min_area)``."""
-    h, w = size
+    """``boxes`` clipped to images of ``sizes`` ([B, 2] height, width, or one for all),
+    and those still at least ``min_size`` wide and high and ``min_area`` large: the kept
+    boxes and which were kept (bool [K], for their masks). torchvision v2's
+    ``ClampBoundingBoxes`` then ``SanitizeBoundingBoxes(min_size, min_area)``."""
+    per_box = _per_box(sizes, boxes)
+    h, w = per_box[:, 0], per_box[:, 1]
     xyxy = boxes.xyxy.copy()
-    xyxy[:, [0, 2]] = np.clip(xyxy[:, [0, 2]], 0, w)
-    xyxy[:, [1, 3]] = np.clip(xyxy[:, [1, 3]], 0, h)
+    xyxy[:, [0, 2]] = np.clip(xyxy[:, [0, 2]], 0, w[:, None])
+    xyxy[:, [1, 3]] = np.clip(xyxy[:, [1, 3]], 0, h[:, None])
     ws, hs = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
     keep = (ws >= min_size) & (hs >= min_size) & (ws * hs >= min_area)
     return boxes.with_xyxy(xyxy).take(keep), keep

@@ -22,11 +22,11 @@ IGNORE_INDEX = 255
 
 def mask_row(mask: torch.Tensor, geometry: Geometry, j: int, fill: int = 0) -> torch.Tensor:
     """Sample ``j``'s ``mask`` (uint8 ``[C, H, W]``) through its row of ``geometry``,
-    nearest neighbour: uint8 ``[C, *geometry.out]``."""
+    nearest neighbour: uint8 ``[C, *geometry.shape(j)]``."""
     from torchvision import tv_tensors
 
     window, resize, (top, left) = geometry.row(j)
-    (oh, ow) = geometry.out
+    (oh, ow) = geometry.shape(j)
     if mask.shape[0] == 0:  # an image with no objects
         return torch.zeros((0, oh, ow), dtype=mask.dtype)
     region = window_of(mask, window, (fill,))

@@ -83,7 +83,8 @@ class BatchColumns:
             anchor = (g.window[:, :2] - decode.anchor).astype(np.float32)
             shape = g.window[:, 2:].astype(np.float32)
         roi_start, roi_end = g.roi()
-        out = self._sizes_out(len(g.window), g.out)
+        own = g.outs  # each image a size of its own, or None: all g.out
+        out = self._sizes_out(len(g.window), g.out) if own is None else own.astype(np.float32)
         return View(anchor, shape, roi_start, roi_end, out, tuple(pipeline.feed(draw)))
 
     def _sizes_out(self, n: int, out: tuple[int, int]) -> np.ndarray:

@@ -242,6 +242,8 @@ def banded(augment: Any, train: bool) -> bool:
 def _params(pipeline: Any) -> tuple[Column, ...]:
     """``pipeline``'s op parameter columns, named ``<op label>.<parameter>``."""
     labels = pipeline.labels or tuple(op.name for op in pipeline.ops)
+    early = pipeline.before_labels or tuple(op.name for op in pipeline.before)
+    labels = (*labels, *(f"before.{label}" for label in early))
     names = [f"{labels[k]}.{name}" for k, name in pipeline.feed_layout]
     return tuple(zip(names, pipeline.feed_dtypes, strict=True))
 

@@ -161,7 +161,8 @@ class EncodedFiles:
         """The feed's encoded files, each decoded to its decode window, and the fed columns."""
         fed = fed_nodes(self.source, columns)
         decoded = fed.decoded()
-        return graph.decode(fed.images, decoded.anchor, decoded.shape), fed
+        before = partial(graph.before_crop, fed) if graph.colours_first else None
+        return graph.decode(fed.images, decoded.anchor, decoded.shape, before), fed
 
 
 @dataclass(frozen=True)
@@ -243,10 +244,23 @@ class DaliGraph:
         upsampling (which it declines together with region decoding). Never for windows
         that may reach past the image (DALI's region decoders cannot pad) unless they are
         resized in bands, whose decoded region lies inside the image."""
-        if self.pad_fill is not None and not self.banded:
+        if (self.pad_fill is not None and not self.banded) or self.colours_first:
             return False
         roi = self.options.roi_decode
         return not self.fancy_upsampling if roi is None else roi
+
+    @property
+    def colours_first(self) -> bool:
+        """Whether colour ops run on the whole decoded image before the crop
+        (:attr:`~dali_pipes.augment.pipeline.Pipeline.before`): it is then decoded whole."""
+        views = self.spec.augment.views(self.spec.train)
+        return any(p.before for p in views.pipelines)
+
+    def before_crop(self, fed: Fed, images: Any) -> Any:
+        """The ops before the crop on the whole decoded ``images``, fed their parameters."""
+        pipeline = self.spec.augment.views(self.spec.train).pipelines[0]
+        devices = self.devices
+        return pipeline.dali_before(images, fed.views[0].params, devices.on_gpu, devices.is_twin)
 
     def define(self, inputs: GraphInputs) -> Any:
         """The pipeline, defined but not built (building allocates; this does not)."""
@@ -290,8 +304,16 @@ class DaliGraph:
             pipe.set_outputs(self.decode(encoded, anchor, shape))
         return pipe
 
-    def decode(self, encoded: Any, anchor: Any, shape: Any) -> Any:
-        """Decode each image's crop window, as the graph does and a probe must.
+    def decode(
+        self,
+        encoded: Any,
+        anchor: Any,
+        shape: Any,
+        before: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        """Decode each image's crop window, as the graph does and a probe must; ``before``:
+        what runs on the whole decoded images before their window is taken (the colour
+        ops before the crop).
 
         One place for the decoding op and all its options (device, ``hw_decoder_load``,
         paddings, fancy upsampling, region decoding or whole-image decoding and a slice).
@@ -326,7 +348,10 @@ class DaliGraph:
                 normalized_shape=False,
                 **decoder,
             )
-        return window(fn.decoders.image(encoded, **decoder), anchor, shape, self.pad_fill)
+        whole = fn.decoders.image(encoded, **decoder)
+        if before is not None:
+            whole = before(whole)
+        return window(whole, anchor, shape, self.pad_fill)
 
     def _resize(
         self, images: Any, roi_start: Any, roi_end: Any, out: Any, interpolation: str = "bilinear"

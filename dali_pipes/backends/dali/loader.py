@@ -258,15 +258,15 @@ class DaliLoader(Loader):
         """DALI's outputs of one batch as the batch the loop gets (:mod:`.outputs`):
         ``(images, labels)``, or ``(views, labels)`` for a split with views; for data
         with targets ``(images, targets)``, its objects kept by the feed (:mod:`.objects`)."""
-        augment = self.spec.augment
-        views = augment.multi_view(self.spec.train)
+        augment, train, dlpack = self.spec.augment, self.spec.train, self._dlpack()
         objects = self._feed.in_flight[0].objects if self._feed.in_flight else None
-        dlpack = self._dlpack()
+        own, views = augment.own_sizes(train), augment.multi_view(train)
         if objects is None:
-            return to_torch(outputs, self.device, augment, dlpack=dlpack, views=views)
-        task = getattr(self.spec.source, "task", "detection")
-        masks = self.graph.masks
-        return detection_batch(outputs, objects, masks, self.device, augment, dlpack, task)
+            return to_torch(
+                outputs, self.device, augment, dlpack=dlpack, views=views, own_sizes=own
+            )
+        task, masks = getattr(self.spec.source, "task", "detection"), self.graph.masks
+        return detection_batch(outputs, objects, masks, self.device, augment, dlpack, task, own)
 
     def _image_source(self) -> Source:
         return images_of(self.spec.source, "backend=dali decodes image files")

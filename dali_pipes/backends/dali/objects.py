@@ -21,9 +21,9 @@ from dali_pipes.augment.geometry import Geometry
 from dali_pipes.augment.pipeline import Draw, Pipeline
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.augment.targets.boxes import Boxes
-from dali_pipes.backends.base import Batch
+from dali_pipes.backends.base import Batch, views_of
 from dali_pipes.backends.dali.columns import Masks
-from dali_pipes.backends.dali.outputs import masks_tensor, to_torch
+from dali_pipes.backends.dali.outputs import each_sample, masks_tensor, to_torch
 from dali_pipes.backends.targets import Moved, labels_to, target_dicts
 from dali_pipes.data.interface import Annotated
 from dali_pipes.data.targets import SampleTargets
@@ -87,14 +87,15 @@ def _masks(columns: list[np.ndarray], g: Geometry) -> Masks:
     anchor, shape = g.decode_window()
     start, end = g.nearest_roi()
     inside = g.inside().astype(np.float32)
-    size = np.tile(np.asarray(g.out[::-1], np.float32), (len(g.window), 1))
+    size = np.ascontiguousarray(g.shapes()[:, ::-1], dtype=np.float32)
     return Masks(columns, anchor, shape, start, end, inside, size)
 
 
-def with_masks(moved: list[Moved], masks: torch.Tensor) -> list[Moved]:
-    """Each sample's objects with its masks cut out of the graph's ``[N, H, W, K]`` output."""
+def with_masks(moved: list[Moved], masks: Any) -> list[Moved]:
+    """Each sample's objects with its masks cut out of the graph's ``[N, H, W, K]`` output
+    (or of each sample's ``[H, W, K]`` one)."""
     return [
-        m._replace(masks=masks[j, :, :, : len(m.labels)].permute(2, 0, 1))
+        m._replace(masks=masks[j][:, :, : len(m.labels)].permute(2, 0, 1))
         for j, m in enumerate(moved)
     ]
 
@@ -107,19 +108,26 @@ def detection_batch(
     augment: AugmentSpec,
     dlpack: bool,
     task: str = "detection",
+    own_sizes: bool = False,
 ) -> Batch:
     """DALI's ``outputs`` (the images, the masks when ``masks``, the labels) and the
     batch's ``objects`` as ``(images, targets)``: a target dict per image, or for
     segmentation the masks as one int64 ``[N, H, W]`` tensor, on ``device`` like the
-    images."""
+    images; ``own_sizes``: each image (and mask) a size of its own, lists of them."""
     moved = objects
     if masks:  # the masks' output sits between the images and the labels
-        made = masks_tensor(outputs[1], device, dlpack)
+        if own_sizes:
+            made: Any = each_sample(outputs[1], device, torch.uint8, dlpack)
+        else:
+            made = masks_tensor(outputs[1], device, dlpack)
         outputs = (outputs[0], outputs[2])
         if task == "segmentation":
-            images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
+            images, _ = to_torch(outputs, device, augment, dlpack=dlpack, own_sizes=own_sizes)
+            if own_sizes:
+                return images, [mask[..., 0].long() for mask in made]
             return images, made[..., 0].long()
         moved = with_masks(objects, made)
-    images, _ = to_torch(outputs, device, augment, dlpack=dlpack)
-    size = (int(images.shape[-2]), int(images.shape[-1]))
-    return images, labels_to(target_dicts(moved, size), device)
+    images, _ = to_torch(outputs, device, augment, dlpack=dlpack, own_sizes=own_sizes)
+    sizes = [(int(image.shape[-2]), int(image.shape[-1])) for image in views_of(images)]
+    sizes = sizes if own_sizes else sizes[:1] * len(moved)
+    return images, labels_to(target_dicts(moved, sizes), device)

@@ -14,17 +14,29 @@ from typing import Any
 import torch
 
 from dali_pipes.augment.spec import AugmentSpec
-from dali_pipes.backends.base import Batch
+from dali_pipes.backends.base import Batch, ImageList
 
 
 def to_torch(
-    outputs: Any, device: torch.device, augment: AugmentSpec, *, dlpack: bool, views: bool = False
+    outputs: Any,
+    device: torch.device,
+    augment: AugmentSpec,
+    *,
+    dlpack: bool,
+    views: bool = False,
+    own_sizes: bool = False,
 ) -> Batch:
     """``(images, labels)`` of DALI's ``outputs`` (the views, then the labels) on ``device``
     (``dlpack``: take DALI's CPU memory without a copy); ``views``: the images as a list,
-    one tensor per view."""
+    one tensor per view; ``own_sizes``: each image a size of its own, an
+    :class:`~dali_pipes.backends.base.ImageList` of ``[3, H, W]`` tensors."""
     labels = _tensor(outputs[-1].as_tensor(), device, torch.int64, dlpack)
     dtype = {"float16": torch.float16, "uint8": torch.uint8}.get(augment.dtype, torch.float32)
+    if own_sizes:  # channels_last is refused for such a split (AugmentSpec)
+        images = each_sample(outputs[0], device, dtype, dlpack)
+        if augment.dtype == "bfloat16":
+            images = [image.to(torch.bfloat16) for image in images]
+        return ImageList(images), labels
     images = []
     for output in outputs[:-1]:
         view = _tensor(output.as_tensor(), device, dtype, dlpack)
@@ -34,6 +46,13 @@ def to_torch(
             view = view.permute(0, 3, 1, 2)
         images.append(view)
     return (images if views else images[0]), labels
+
+
+def each_sample(
+    output: Any, device: torch.device, dtype: torch.dtype, dlpack: bool
+) -> list[torch.Tensor]:
+    """One output whose samples have shapes of their own, as one tensor per sample."""
+    return [_tensor(output[j], device, dtype, dlpack) for j in range(len(output))]
 
 
 def masks_tensor(output: Any, device: torch.device, dlpack: bool) -> torch.Tensor:

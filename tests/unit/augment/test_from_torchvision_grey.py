@@ -108,7 +108,8 @@ def test_a_grey_split_beside_a_preset_split_is_refused_in_one_line() -> None:
     }
     with pytest.raises(ConfigError, match=r"augment.torchvision.train gives one-channel batches"):
         from_config({"train": node, "val": None})
-    _, (_, _, dtype, channels) = from_config({"train": node, "val": node})
+    _, out = from_config({"train": node, "val": node})
+    dtype, channels = out.dtype, out.channels
     assert (dtype, channels) == ("uint8", 1)
 
 

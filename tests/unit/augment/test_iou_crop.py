@@ -1,8 +1,8 @@
 """SSD's crop (zoom out, IoU crop, resize) and photometric distortion: the drawn numbers
 realised by torchvision v2's own transforms give the torch backend's images, boxes and
 masks; every accepted crop keeps a box's centre and meets its minimum IoU; and after the
-whole ``ssd`` and ``lsj`` presets every kept box still encloses its drawn object, which its
-mask covers."""
+whole ``ssd``, ``lsj`` and ``detr`` presets every kept box still encloses its drawn object,
+which its mask covers."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ from dali_pipes.config.specs import to_spec
 from dali_pipes.selfcheck.bounds import EXACT, figures
 
 FILL = (123, 117, 104)
+#: Each preset at about 300 px (DETR's sides and crop branch scaled to these images).
+PRESET_SIZE = {
+    "detr": [
+        "augment.train.crop.min_size=[200,260,300]",
+        "augment.train.crop.max_size=500",
+        "augment.train.crop.crop_sizes=[150,200]",
+        "augment.train.crop.crop_range=[100,200]",
+    ]
+}
 
 
 def drawn(seed: int, n: int) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]], Boxes]:
@@ -181,11 +190,12 @@ def moved_pixels(pipeline: Pipeline, draw: Draw, j: int, painted: torch.Tensor) 
 
 
 @pytest.mark.parametrize("seed", range(2))
-@pytest.mark.parametrize("preset", ["ssd", "lsj"])
+@pytest.mark.parametrize("preset", ["ssd", "lsj", "detr"])
 def test_after_a_detection_preset_every_kept_box_encloses_its_drawn_object(
     preset: str, seed: int
 ) -> None:
-    cfg = compose_config([f"augment={preset}", "augment.train.crop.size=300"])
+    sized = PRESET_SIZE.get(preset, ["augment.train.crop.size=300"])
+    cfg = compose_config([f"augment={preset}", *sized])
     pipeline = to_spec(cfg.augment, AugmentSpec).views(True).pipelines[0]
     sizes, objects, boxes = drawn(10 + seed, 12)
     draw = pipeline.draw(sizes, np.arange(len(sizes)), seed=seed, epoch=0, boxes=boxes)
@@ -199,7 +209,7 @@ def test_after_a_detection_preset_every_kept_box_encloses_its_drawn_object(
             assert tight is not None, f"sample {j}: box {box} kept with no mask pixel"
             if min(box[2] - box[0], box[3] - box[1]) < 8:
                 continue
-            oh, ow = draw.geometry.out
+            oh, ow = draw.geometry.shape(j)
             whole = box[0] > 0 and box[1] > 0 and box[2] < ow and box[3] < oh
             # A cut ellipse does not fill its clipped box; a nearest-resampled mask's edge
             # is up to a pixel off, which costs a box under 20 px more than 0.1 of IoU.

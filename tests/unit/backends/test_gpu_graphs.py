@@ -176,7 +176,9 @@ def test_a_python_or_numba_kernel_on_the_gpu_is_named_by_the_check() -> None:
 def test_a_mixed_decoder_fed_from_the_gpu_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     decode = DaliGraph.decode
 
-    def fed_from_the_gpu(self: DaliGraph, encoded: Any, anchor: Any, shape: Any) -> Any:
+    def fed_from_the_gpu(
+        self: DaliGraph, encoded: Any, anchor: Any, shape: Any, before: Any = None
+    ) -> Any:
         return decode(self, encoded.gpu(), anchor, shape)
 
     monkeypatch.setattr(DaliGraph, "decode", fed_from_the_gpu)
@@ -191,7 +193,9 @@ def test_an_operator_without_a_gpu_implementation_placed_on_the_gpu_is_caught(
     registry check names it."""
     from nvidia.dali import fn
 
-    def decoder_on_the_gpu(self: DaliGraph, encoded: Any, anchor: Any, shape: Any) -> Any:
+    def decoder_on_the_gpu(
+        self: DaliGraph, encoded: Any, anchor: Any, shape: Any, before: Any = None
+    ) -> Any:
         decoded = fn.decoders.image(encoded.gpu(), device="gpu")
         return fn.slice(
             decoded, anchor, shape, axis_names="WH", normalized_anchor=False, normalized_shape=False
@@ -284,7 +288,7 @@ def sample_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
-@pytest.mark.parametrize("preset", ["small", "ssd", "lsj"])
+@pytest.mark.parametrize("preset", ["small", "ssd", "lsj", "detr"])
 @pytest.mark.parametrize(
     "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu", "dali-cpu -> GPU"]
 )
