@@ -7,7 +7,7 @@ the PIL image and its targets, then ``ToDtype``, ``Normalize`` and
 ``SanitizeBoundingBoxes`` as the reference's presets end, over the images that have
 objects (as the reference trains); a ``DataLoader`` with the
 reference's collate (a tuple per field), the images stacked in the loop when the split
-gives one size, as a model's batching would.
+gives one size, as a model's batching would (a list when each has its own).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def detection_transform(augment: AugmentSpec) -> Any:
 
     pipeline = augment.pipeline(True)
     try:
-        steps = pipeline.torchvision()
+        steps = [op.torchvision() for op in pipeline.before] + pipeline.torchvision()
     except NotImplementedError as exc:
         raise DaliPipesError(
             f"bench baseline: {exc}; leave baseline out of bench.candidates"
@@ -73,13 +73,20 @@ def detection_baseline(
         persistent_workers=workers > 0,
     )
 
+    own_sizes = augment.own_sizes(True)
+
     def epoch() -> Iterable[Any]:
         for images, targets in loader:
-            stacked = torch.stack(images)
+            # images of their own sizes go to the model as the list they are
+            batch: Any = list(images) if own_sizes else torch.stack(images)
             if cuda:  # the copy the user's loop would make
-                stacked = stacked.cuda(non_blocking=True)
+                batch = (
+                    [x.cuda(non_blocking=True) for x in batch]
+                    if own_sizes
+                    else batch.cuda(non_blocking=True)
+                )
                 targets = [{k: _to_cuda(v) for k, v in t.items()} for t in targets]
-            yield stacked, targets
+            yield batch, targets
 
     return epoch
 

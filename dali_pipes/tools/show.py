@@ -178,7 +178,7 @@ def grid_rows(
     differences."""
     if has_views(shown[0].images):
         return _view_rows(shown, augment, count, amplify)
-    seen = [pixels(s.images, augment) for s in shown if isinstance(s.images, torch.Tensor)]
+    seen = [samples_of(s.images, augment) for s in shown]
     header = [s.column for s in shown]
     rows = []
     for j in range(min(count, len(shown[0].labels))):
@@ -198,6 +198,14 @@ def grid_rows(
     if len(shown) > 1:
         header.append(f"|{shown[0].column} - {shown[-1].column}| x{amplify:g}")
     return rows, header, []
+
+
+def samples_of(images: Images, augment: AugmentSpec) -> list[torch.Tensor]:
+    """A batch's images as uint8 pixels, one ``[C, H, W]`` tensor per sample (each of its
+    own size where the images have one)."""
+    if isinstance(images, torch.Tensor):
+        return list(pixels(images, augment))
+    return [pixels(image[None], augment)[0] for image in images]
 
 
 def _view_rows(

@@ -55,6 +55,30 @@ def test_a_preview_draws_each_samples_objects_on_every_backend(
         assert a["boxes"].device.type == "cpu" and a["masks"].device.type == "cpu"
 
 
+def test_a_preview_of_images_of_their_own_sizes_draws_each_at_its_own_aspect(
+    objects: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "show.png"
+    sides = ["augment.train.crop.min_size=[96,128]", "augment.train.crop.max_size=192"]
+    cfg = compose_config(
+        [
+            *data(objects),
+            "augment=detr",
+            *sides,
+            "show.samples=4",
+            f"show.tile={TILE}",
+            "show.backends=[dali-cpu,torch]",
+            f"show.out={out}",
+        ],
+        config_name="show",
+    )
+    dali, torch_ = run_show(cfg)["shown"]
+    check_png(out, width=3 * (TILE + 6) + 6)
+    assert isinstance(dali.images, list) and len({tuple(x.shape) for x in dali.images}) > 1
+    for a, b, target in zip(dali.images, torch_.images, dali.labels, strict=True):
+        assert a.shape == b.shape and tuple(target["boxes"].canvas_size) == a.shape[-2:]
+
+
 def test_an_objects_mask_is_tinted_and_its_box_outlined_in_its_classs_colour() -> None:
     image = torch.full((3, 40, 60), 128, dtype=torch.uint8)
     masks = torch.zeros((1, 40, 60), dtype=torch.uint8)
