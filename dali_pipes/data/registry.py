@@ -127,12 +127,12 @@ for _name, _spec, _opener in (
     ("synthetic", SyntheticData, "dali_pipes.data.sources:open_synthetic"),
     ("zip", ZipData, "dali_pipes.data.zip_archive:open_zip"),
     ("coco", CocoData, "dali_pipes.data.coco:open_coco"),
-    ("sample_objects", SampleObjectsData, "dali_pipes.data.sample_objects:open_sample_objects"),
+    ("sample_objects", SampleObjectsData, "dali_pipes.data.sample_targets:open_sample_objects"),
     ("segmentation", SegmentationData, "dali_pipes.data.segmentation:open_segmentation"),
     (
         "sample_segmentation",
         SampleSegmentationData,
-        "dali_pipes.data.sample_objects:open_sample_segmentation",
+        "dali_pipes.data.sample_targets:open_sample_segmentation",
     ),
 ):
     register_source(_name, _spec, _opener)

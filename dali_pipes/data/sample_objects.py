@@ -21,21 +21,10 @@ import numpy as np
 import torch
 
 from dali_pipes.data.sample_set import contrasting, default_cache_dir, publish
-from dali_pipes.data.specs import SampleObjectsData, SampleSegmentationData
 
 VERSION = 1
 #: The objects' categories as COCO lists them: (id, name); the ids have gaps.
 CATEGORIES = ((3, "circle"), (5, "ring"), (8, "square"), (13, "triangle"))
-
-
-def open_sample_objects(data: SampleObjectsData, split: str) -> Any:
-    """A split of the sample objects, generated on first use."""
-    from dataclasses import replace
-
-    from dali_pipes.data.coco import open_coco
-
-    root = ensure_sample_objects(data.root, data.train_images, data.val_images)
-    return open_coco(replace(data, root=str(root)), split)
 
 
 def ensure_sample_objects(root: str | None, train_images: int, val_images: int) -> Path:
@@ -67,16 +56,6 @@ def _ensure(
 
         publish(target, readme, draw)
     return target
-
-
-def open_sample_segmentation(data: SampleSegmentationData, split: str) -> Any:
-    """A split of the sample data with masks, generated on first use."""
-    from dataclasses import replace
-
-    from dali_pipes.data.segmentation import open_segmentation
-
-    root = ensure_sample_segmentation(data.root, data.train_images, data.val_images)
-    return open_segmentation(replace(data, root=str(root)), split)
 
 
 def ensure_sample_segmentation(root: str | None, train_images: int, val_images: int) -> Path:
