@@ -57,7 +57,8 @@ class SegmentationSource(SplitImages):
 
     @property
     def classes(self) -> tuple[str, ...]:
-        """No class names are known: a mask's values are the classes."""
+        """The background, then one per class (``data.num_classes``): a mask's values are
+        the classes."""
         return self.images.classes
 
     def _open(self, index: int) -> Any:
@@ -135,10 +136,16 @@ def open_segmentation(data: SegmentationData, split: str) -> SegmentationSource:
         root=folder,
         files=tuple(images),
         labels=np.zeros(len(images), np.int64),
-        classes=("__background__",),
+        classes=class_names(data.num_classes),
         read_timeout=data.read_timeout,
     )
     return SegmentationSource(source, tuple(masks), layout, data.ignore_index)
+
+
+def class_names(count: int | None) -> tuple[str, ...]:
+    """The classes of masks holding ``count`` of them: the background, then ``class 1``
+    and on (None: the background alone; the values are still the classes)."""
+    return ("__background__", *(f"class {k}" for k in range(1, count or 1)))
 
 
 def _names(folder: str) -> list[str] | None:

@@ -133,18 +133,24 @@ class SegmentationData(DataSpec):
     ``ImageSets/Segmentation/<split>.txt``. ``train_split``/``val_split`` name each split's
     folder or list (ADE20K's are ``training`` and ``validation``). Masks are palette or grey
     PNGs whose values are the classes; ``ignore_index`` is the value that marks pixels to
-    ignore, and the padding a crop adds to a mask."""
+    ignore, and the padding a crop adds to a mask. ``num_classes``: how many classes the
+    masks hold, 0 (the background) included (21 for Pascal VOC); a segmentation model is
+    built for that many. None: not known (the loader names one class)."""
 
     name: str = "segmentation"
     root: str | None = None
     train_split: str = "train"
     val_split: str = "val"
     ignore_index: int = 255
+    num_classes: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         ok = 0 <= self.ignore_index <= 255
         require(ok, "data.ignore_index", self.ignore_index, "a mask value 0..255")
+        if self.num_classes is not None:
+            ok = 1 <= self.num_classes <= 255
+            require(ok, "data.num_classes", self.num_classes, "a class count 1..255")
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,7 @@ class SampleSegmentationData(SegmentationData):
     name: str = "sample_segmentation"
     train_images: int = 96
     val_images: int = 32
+    num_classes: int | None = 5  # the background and the four shapes
 
     def __post_init__(self) -> None:
         super().__post_init__()

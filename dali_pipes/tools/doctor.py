@@ -56,6 +56,7 @@ from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
 from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
 from dali_pipes.train.state import trainer_spec
+from dali_pipes.train.tasks import Classification
 
 log = logging.getLogger("dali_pipes.doctor")
 
@@ -90,7 +91,7 @@ class _Bench:
         autocast = trainer.autocast_dtype(device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
-        self.criterion = nn.CrossEntropyLoss()
+        self.task = Classification(nn.CrossEntropyLoss())
         self.step = StepConfig(autocast, channels_last)
 
     def ceiling(self) -> Rate:
@@ -128,7 +129,7 @@ class _Bench:
             stats = train_one_epoch(
                 self.model,
                 loader,
-                self.criterion,
+                self.task,
                 self.optimizer,
                 self.scheduler,
                 self.scaler,

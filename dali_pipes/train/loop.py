@@ -1,9 +1,7 @@
-"""One training epoch and one evaluation pass. Backend-agnostic by construction: the
-loop only ever sees ``for images, labels in loader`` and ``loader.device``.
-
-Labels come in two kinds, and the loop tells them apart by the tensor alone: int64 ``[N]``
-class indices, or float ``[N, C]`` soft targets (mixup/cutmix). The criterion takes
-either; accuracy counts a soft target's largest class as the label."""
+"""One training epoch. Backend- and task-agnostic by construction: the loop only ever sees
+``for images, labels in loader`` and ``loader.device``, and hands each batch to the task
+(:mod:`dali_pipes.train.tasks`), which says what its loss is; the evaluation pass is the
+task's."""
 
 from __future__ import annotations
 
@@ -19,7 +17,10 @@ from tqdm import tqdm
 
 from dali_pipes.backends.base import Batch, Loader
 from dali_pipes.train.ema import unwrap
-from dali_pipes.train.metrics import correct_topk
+from dali_pipes.train.step import StepConfig
+from dali_pipes.train.tasks.base import Task
+
+__all__ = ["BatchHook", "EpochStats", "StepConfig", "train_one_epoch"]
 
 
 @dataclass
@@ -48,35 +49,13 @@ class EpochStats:
 
 
 #: Called with (the pass's step index, images, labels) before each step trains on them.
-BatchHook = Callable[[int, torch.Tensor, torch.Tensor], None]
-
-
-@dataclass(frozen=True)
-class StepConfig:
-    """How a step runs: autocast dtype, memory format, a step cap, the progress bar, clipping."""
-
-    autocast: torch.dtype | None
-    channels_last: bool
-    max_steps: int | None = None
-    progress: bool = False
-    clip_grad_norm: float | None = None  # max norm of all gradients together; None = off
-
-
-def _prepare(images: torch.Tensor, cfg: StepConfig) -> torch.Tensor:
-    if cfg.channels_last:  # a no-op when the loader already returns channels_last
-        return images.contiguous(memory_format=torch.channels_last)
-    return images
-
-
-def hard_labels(labels: torch.Tensor) -> torch.Tensor:
-    """Class indices: the labels themselves, or each soft target's largest class."""
-    return labels.argmax(dim=1) if labels.ndim == 2 else labels
+BatchHook = Callable[[int, Any, Any], None]
 
 
 def train_one_epoch(
     model: nn.Module,
     loader: Loader,
-    criterion: nn.Module,
+    task: Task,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     scaler: torch.amp.GradScaler,
@@ -114,13 +93,13 @@ def train_one_epoch(
         images, labels = batch
         if on_batch is not None:
             on_batch(step, images, labels)
-        logits, loss = _forward(model, criterion, images, labels, cfg, device)
-        _optimizer_step(loss, optimizer, scheduler, scaler, params, cfg.clip_grad_norm)
+        out = task.step(model, images, labels, cfg)
+        _optimizer_step(out.loss, optimizer, scheduler, scaler, params, cfg.clip_grad_norm)
         if ema is not None:
             ema.update_parameters(unwrap(model))
-        loss_sum += loss.detach().double() * len(labels)
-        correct += (logits.detach().argmax(dim=1) == hard_labels(labels)).sum()
-        stats.count(len(labels), began, waited)
+        loss_sum += out.loss.detach().double() * out.samples
+        correct += out.correct
+        stats.count(out.samples, began, waited)
         _show_progress(bar, stats, start, step, steps, cfg.progress)
         if stop is not None and stop():
             stats.stopped = step < steps - 1  # after the epoch's last step it is just done
@@ -144,21 +123,6 @@ def _next_batch(batches: Iterator[Batch], stats: EpochStats) -> Batch | None:
         return None
     stats.data_wait += time.perf_counter() - waited
     return batch
-
-
-def _forward(
-    model: nn.Module,
-    criterion: nn.Module,
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    cfg: StepConfig,
-    device: torch.device,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, loss) of one batch, under autocast when the step config asks for it."""
-    with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
-        logits = model(_prepare(images, cfg))
-        loss = criterion(logits, labels)
-    return logits, loss
 
 
 def _optimizer_step(
@@ -192,25 +156,3 @@ def _show_progress(
             img_s=f"{stats.samples / elapsed:.0f}",
             wait=f"{100 * stats.data_wait / elapsed:.0f}%",
         )
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, loader: Loader, criterion: nn.Module, cfg: StepConfig) -> EpochStats:
-    """One pass over ``loader`` without gradients: the loss and top-1/top-5 sums."""
-    model.eval()
-    device = loader.device
-    totals = torch.zeros(3, dtype=torch.float64, device=device)
-    stats = EpochStats()
-    start = time.perf_counter()
-    for images, labels in loader:
-        with torch.autocast(device.type, dtype=cfg.autocast, enabled=cfg.autocast is not None):
-            logits = model(_prepare(images, cfg))
-            loss = criterion(logits.float(), labels)
-        top1, top5 = correct_topk(logits, hard_labels(labels), (1, 5))
-        totals += torch.tensor(
-            [float(loss) * len(labels), top1, top5], dtype=torch.float64, device=device
-        )
-        stats.samples += len(labels)
-    stats.loss_sum, stats.correct1, stats.correct5 = (float(v) for v in totals.cpu())
-    stats.seconds = time.perf_counter() - start
-    return stats

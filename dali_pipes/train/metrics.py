@@ -77,10 +77,26 @@ class MetricsLog:
         self.writer.close()
 
 
+#: The figures an epoch's line shows, in this order, where the row has them.
+SHOWN = (
+    "train_loss",
+    "train_top1",
+    "train_pixel_acc",
+    "val_loss",
+    "val_top1",
+    "val_top5",
+    "val_map",
+    "val_map50",
+    "val_mask_map",
+    "val_miou",
+    "val_pixel_acc",
+)
+
+
 def summary_line(row: dict[str, Any]) -> str:
     """An epoch's row as the one line the log prints."""
     parts = [f"epoch {row['epoch']}"]
-    for key in ("train_loss", "train_top1", "val_loss", "val_top1", "val_top5"):
+    for key in SHOWN:
         if key in row:
             parts.append(f"{key} {row[key]:.4f}")
     parts.append(f"{row['images_per_s']:.0f} img/s")
@@ -94,32 +110,25 @@ def summary_line(row: dict[str, Any]) -> str:
 def epoch_row(
     epoch: int,
     lr: float,
-    tr: list[float],
-    va: list[float],
+    tr: tuple[float, float | None, float],
+    va: dict[str, float],
     wait: float,
     secs: float,
     world: int,
-    ema: list[float] | None = None,
+    ema: dict[str, float] | None = None,
+    task: Any = None,
 ) -> dict[str, Any]:
-    """An epoch's metrics row from the sums over ranks: means, images/s, data wait."""
-    loss_sum, correct1, samples = tr
-    vloss, v1, v5, vn = va
-    row = {
-        "epoch": epoch,
-        "lr": lr,
-        "train_loss": safe_div(loss_sum, samples),
-        "train_top1": safe_div(correct1, samples),
-        "val_loss": safe_div(vloss, vn),
-        "val_top1": safe_div(v1, vn),
-        "val_top5": safe_div(v5, vn),
-    }
+    """An epoch's metrics row from the sums over ranks: the training loss (and the task's
+    training figure, ``task.train_figure``: top-1 by default), the validation figures (and
+    the EMA weights'), images/s and the data wait."""
+    loss_sum, correct, samples = tr
+    figure = "top1" if task is None else task.train_figure
+    row: dict[str, Any] = {"epoch": epoch, "lr": lr, "train_loss": safe_div(loss_sum, samples)}
+    if figure is not None and correct is not None:
+        row[f"train_{figure}"] = safe_div(correct, samples)
+    row |= {f"val_{name}": value for name, value in va.items()}
     if ema is not None:  # the EMA weights on the same validation set
-        eloss, e1, e5, en = ema
-        row |= {
-            "ema_val_loss": safe_div(eloss, en),
-            "ema_val_top1": safe_div(e1, en),
-            "ema_val_top5": safe_div(e5, en),
-        }
+        row |= {f"ema_val_{name}": value for name, value in ema.items()}
     return row | {
         "samples": int(samples),
         "images_per_s": safe_div(samples, secs),
@@ -130,24 +139,27 @@ def epoch_row(
 
 def epoch_summary(row: dict[str, Any]) -> str:
     """The epoch's summary line, with the EMA model's validation figures when there is one."""
-    keys = [k for k in ("ema_val_loss", "ema_val_top1", "ema_val_top5") if k in row]
+    keys = [k for k in row if k.startswith("ema_val_")]
     return " | ".join([summary_line(row), *(f"{k} {row[k]:.4f}" for k in keys)])
 
 
-def run_summary(rows: list[dict[str, Any]], wall_seconds: float, out: Path) -> str:
-    """The one line a finished run ends with: final and best validation top-1, the time it
-    took, the share of it spent waiting for data, and where its outputs are.
+def run_summary(
+    rows: list[dict[str, Any]], wall_seconds: float, out: Path, headline: str = "val_top1"
+) -> str:
+    """The one line a finished run ends with: final and best validation figure
+    (``headline``: top-1, or a task's mAP or mean IoU), the time it took, the share of it
+    spent waiting for data, and where its outputs are.
 
     ``rows`` are every epoch's metrics (those read back from metrics.csv after a resume
     hold strings); the data wait is the epochs' own, weighted by their length."""
-    top1 = [float(r["val_top1"]) for r in rows]
+    top1 = [float(r[headline]) for r in rows]
     best = max(range(len(rows)), key=lambda i: (top1[i], -i))  # the first best epoch
     secs = [float(r["epoch_seconds"]) for r in rows]
     waited = sum(float(r["data_wait"]) * t for r, t in zip(rows, secs, strict=True))
     wait = safe_div(waited, sum(secs))
     minutes, seconds = divmod(round(wall_seconds), 60)
     return (
-        f"done: {len(rows)} epochs | val_top1 {100 * top1[-1]:.2f}% at the end, best "
+        f"done: {len(rows)} epochs | {headline} {100 * top1[-1]:.2f}% at the end, best "
         f"{100 * top1[best]:.2f}% (epoch {rows[best]['epoch']}) | {minutes}:{seconds:02d} wall, "
         f"data wait {100 * wait:.1f}% | outputs in {out} (train.log, metrics.csv, "
         f"checkpoints/, tensorboard/)"

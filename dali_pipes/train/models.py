@@ -16,7 +16,8 @@ from torch import nn
 from dali_pipes.errors import ConfigError
 
 
-def _block(cin: int, cout: int) -> nn.Sequential:
+def block(cin: int, cout: int) -> nn.Sequential:
+    """A stride-2 convolution and a plain one, each with batch norm and ReLU."""
     return nn.Sequential(
         nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False),
         nn.BatchNorm2d(cout),
@@ -34,7 +35,7 @@ class SmallCNN(nn.Module):
         super().__init__()
         w = width
         self.features = nn.Sequential(
-            _block(3, w), _block(w, 2 * w), _block(2 * w, 4 * w), _block(4 * w, 4 * w)
+            block(3, w), block(w, 2 * w), block(2 * w, 4 * w), block(4 * w, 4 * w)
         )
         self.head = nn.Linear(4 * w, num_classes)
 

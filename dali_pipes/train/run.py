@@ -38,7 +38,7 @@ from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime import distributed
 from dali_pipes.runtime.preemption import Preempted, StopRequest
 from dali_pipes.train import checkpoints
-from dali_pipes.train.loop import BatchHook, EpochStats, evaluate, train_one_epoch
+from dali_pipes.train.loop import BatchHook, EpochStats, train_one_epoch
 from dali_pipes.train.metrics import MetricsLog, epoch_row, epoch_summary, run_summary
 from dali_pipes.train.resume import Resumed, resume
 from dali_pipes.train.state import build_state, trainer_spec
@@ -129,6 +129,17 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         distributed.shutdown()
 
 
+def on_cpu(value: Any) -> Any:
+    """A batch's images or labels (tensors, lists of them, target dicts) on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {k: on_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [on_cpu(v) for v in value]
+    return value
+
+
 class _Run:
     """One training run's epochs: train one, finish it (validate, sum over ranks, log,
     write metrics and a checkpoint), or stop mid-way with a checkpoint. The state it trains
@@ -160,7 +171,7 @@ class _Run:
         train_one_epoch(
             s.net,
             self.train_loader,
-            s.criterion,
+            s.task,
             s.optimizer,
             s.scheduler,
             s.scaler,
@@ -181,15 +192,17 @@ class _Run:
         per_epoch = self.spec.steps_per_epoch(len(self.train_loader))
         rank = distributed.ranks().rank
 
-        def hook(k: int, images: torch.Tensor, labels: torch.Tensor) -> None:
+        def hook(k: int, images: Any, labels: Any) -> None:
             step = epoch * per_epoch + first + k
             if step < self.spec.save_batches:
                 path = self.out / "batches" / f"step_{step:07d}_rank_{rank}.pt"
-                batch = {"images": images.cpu(), "labels": labels.cpu()}
+                batch = {"images": on_cpu(images), "labels": on_cpu(labels)}
                 checkpoints.save_atomic(batch | {"epoch": epoch, "batch": first + k}, path)
             if self.metrics is not None and not self.images_logged:
                 self.images_logged = True
-                seen = pixels(images, self.train_loader.spec.augment)
+                # images of their own sizes: the first alone (a picture batch has one size)
+                batch_of = images if isinstance(images, torch.Tensor) else images[0][None]
+                seen = pixels(batch_of, self.train_loader.spec.augment)
                 self.metrics.images("train/first_batch", seen, step)
 
         return hook
@@ -197,19 +210,25 @@ class _Run:
     def finish_epoch(self, epoch: int, lr: float, tr: EpochStats) -> dict[str, Any]:
         """Validate, sum the epoch's figures over ranks, log, write metrics and checkpoint."""
         s = self.state
-        va = evaluate(s.net, self.val_loader, s.criterion, s.step)
-        ev = None if s.ema is None else evaluate(s.ema, self.val_loader, s.criterion, s.step)
-        ema_sums = [] if ev is None else [ev.loss_sum, ev.correct1, ev.correct5, ev.samples]
+        passes = [s.task.evaluate(s.net, self.val_loader, s.step)]
+        if s.ema is not None:  # the EMA weights on the same validation set
+            passes.append(s.task.evaluate(s.ema, self.val_loader, s.step))
         # Distinct bad files of both splits (the validation epoch just ran).
         both = self.train_loader.bad.epoch_paths | self.val_loader.bad.epoch_paths
         skipped = len(both) + self._carried_skipped(epoch)
-        train_sums = [tr.loss_sum, tr.correct1, tr.samples, tr.data_wait]
-        val_sums = [va.loss_sum, va.correct1, va.correct5, va.samples]
-        sums = distributed.sum_([*train_sums, *val_sums, skipped, *ema_sums], self.device)
+        train_sums = [tr.loss_sum, tr.correct1, tr.samples, tr.data_wait, skipped]
+        each = [p.sums for p in passes]
+        sums = distributed.sum_([*train_sums, *(v for part in each for v in part)], self.device)
         secs = distributed.max_(tr.seconds, self.device)
-        ema_row = sums[9:13] if ev is not None else None
-        row = epoch_row(epoch, lr, sums[0:3], sums[4:8], sums[3], secs, s.world, ema_row)
-        row["skipped"] = int(sums[8])
+        figures, at = [], len(train_sums)
+        for p, part in zip(passes, each, strict=True):
+            records = [] if p.records() is None else distributed.gather(p.records())
+            figures.append(p.figures(sums[at : at + len(part)], records))
+            at += len(part)
+        ema = figures[1] if len(figures) > 1 else None
+        train = (sums[0], sums[1] if s.task.train_figure else None, sums[2])
+        row = epoch_row(epoch, lr, train, figures[0], sums[3], secs, s.world, ema, s.task)
+        row["skipped"] = int(sums[4])
         rng = distributed.gather(checkpoints.rng_state(self.device))
         bad = self.bad_files()
         if self.main:
@@ -365,7 +384,8 @@ class _Run:
             if self.metrics is not None:
                 self.metrics.close()
         if self.metrics is not None and self.metrics.rows:
-            log.info(run_summary(self.metrics.rows, time.monotonic() - started, self.out))
+            headline = f"val_{self.state.task.headline}"
+            log.info(run_summary(self.metrics.rows, time.monotonic() - started, self.out, headline))
         return row
 
 

@@ -99,3 +99,20 @@ def warmup_step(
         return float(gamma ** sum(step >= b for b in boundaries))
 
     return LambdaLR(optimizer, factor)
+
+
+def warmup_poly(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int, power: float = 0.9
+) -> LambdaLR:
+    """Per-iteration schedule: linear from ~0 to the peak, then torchvision's segmentation
+    reference's poly decay, ``(1 - progress) ** power``, to 0 at the last step."""
+    require(power > 0, "trainer.schedule.power", power, "must be > 0")
+
+    def factor(step: int) -> float:
+        warm = _warmup(step, warmup_steps)
+        if warm is not None:
+            return warm
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return max(0.0, 1.0 - progress) ** power
+
+    return LambdaLR(optimizer, factor)

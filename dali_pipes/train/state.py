@@ -1,6 +1,6 @@
 """What a training run builds before its first step: the model (on its device, in its
 memory format), its EMA, the DDP and ``torch.compile`` wrappers, the optimizer, the
-schedule, the AMP scaler, the loss and the step's settings.
+schedule, the AMP scaler, the task (its loss and evaluation) and the step's settings.
 
 :func:`trainer_spec` checks the ``trainer`` node in full first: its values and ``_target_``
 nodes when it becomes a :class:`~dali_pipes.config.trainer.TrainerSpec`, then its optimizer
@@ -24,11 +24,11 @@ from dali_pipes.config.specs import to_spec
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.runtime import distributed
 from dali_pipes.train.ema import make_ema
-from dali_pipes.train.loop import StepConfig
-from dali_pipes.train.losses import TargetLoss, make_criterion
 from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
 from dali_pipes.train.schedules import make_scheduler
+from dali_pipes.train.step import StepConfig
+from dali_pipes.train.tasks import Task, make_task
 
 
 @dataclass
@@ -43,7 +43,7 @@ class TrainingState:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     scaler: torch.amp.GradScaler
-    criterion: TargetLoss
+    task: Task
     step: StepConfig
     autocast: torch.dtype | None
     channels_last: bool
@@ -90,7 +90,7 @@ def build_state(
         optimizer=optimizer,
         scheduler=make_scheduler(optimizer, spec, steps, spec.epochs * steps),
         scaler=torch.amp.GradScaler(device.type, enabled=autocast == torch.float16),
-        criterion=make_criterion(spec),
+        task=make_task(cfg, spec, loader.num_classes),
         step=step,
         autocast=autocast,
         channels_last=channels_last,

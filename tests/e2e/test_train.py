@@ -24,12 +24,12 @@ from torch import nn
 from dali_pipes import compose_config
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.errors import ConfigError
-from dali_pipes.train import loop
 from dali_pipes.train.checkpoints import latest
 from dali_pipes.train.loop import StepConfig
 from dali_pipes.train.optimizers import param_groups
 from dali_pipes.train.run import train
 from dali_pipes.train.schedules import warmup_cosine
+from dali_pipes.train.tasks import classification
 
 ROOT = REPO
 # Small, quick settings shared by the subprocess runs: 24 images per class, 8 per batch.
@@ -397,14 +397,14 @@ def test_channels_last_on_makes_the_loader_emit_it_and_the_model_gets_that_tenso
     """trainer.channels_last=on (on the CPU, where auto is off): the loader's batches are
     already channels_last, so the loop hands the model the loader's tensor, not a copy."""
     seen: list[tuple[bool, bool]] = []
-    prepare = loop._prepare
+    prepare = classification.prepare
 
     def spy(images: torch.Tensor, cfg: StepConfig) -> torch.Tensor:
         out = prepare(images, cfg)
         seen.append((images.is_contiguous(memory_format=torch.channels_last), out is images))
         return out
 
-    monkeypatch.setattr(loop, "_prepare", spy)
+    monkeypatch.setattr(classification, "prepare", spy)
     extra = ["backend.num_workers=0"] if backend == "torch" else ["backend.num_threads=1"]
     train(
         compose_config(

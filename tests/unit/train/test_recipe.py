@@ -23,6 +23,7 @@ from dali_pipes.train.losses import TargetLoss, soft_target_cross_entropy
 from dali_pipes.train.optimizers import LARS, make_optimizer
 from dali_pipes.train.schedules import make_scheduler, warmup_cosine
 from dali_pipes.train.state import trainer_spec
+from dali_pipes.train.tasks import Classification
 
 
 def trainer(*overrides: str) -> TrainerSpec:
@@ -257,7 +258,7 @@ def run_epoch(
     return train_one_epoch(
         model,
         cast(Loader, FakeLoader(batches)),
-        criterion,
+        Classification(criterion),
         optimizer,
         torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0),
         scaler or torch.amp.GradScaler("cpu", enabled=False),
