@@ -135,5 +135,5 @@ def test_an_unknown_option_from_the_command_line_is_one_line_with_the_choices(
     assert len(lines) == 1, done.stderr
     (line,) = lines
     assert line.startswith("dali_pipes: error: ") and "model" in line and "nonexistent" in line
-    assert "resnet18, resnet50, small_cnn" in line
+    assert "resnet18, resnet50, retinanet_resnet50_fpn_v2, small_cnn" in line  # sorted
     assert not list(tmp_path.iterdir())
