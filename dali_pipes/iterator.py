@@ -6,8 +6,8 @@ Drop it in where a ``torch.utils.data.DataLoader`` was::
 
 It takes data as ``DataLoader`` takes a dataset: a folder, a ``.zip`` of one or an ``s3://``
 URL, a data spec (``ParquetData(root=...)``, ``ShardData(root=...)``, a registered one), a
-torchvision ``ImageFolder``, a Hugging Face ``datasets.Dataset`` or any object with the
-``Source`` interface (:mod:`dali_pipes.data.given` opens each).
+torchvision ``ImageFolder`` or ``CocoDetection``, a Hugging Face ``datasets.Dataset`` or any
+object with the ``Source`` interface (:mod:`dali_pipes.data.given` opens each).
     for epoch in range(epochs):
         loader.set_epoch(epoch)
         for images, labels in loader:
@@ -55,8 +55,10 @@ class DALIIterator(DaliLoader):
             ``s3://``); a data spec (``FolderData``, ``ParquetData``, ``ShardData``,
             ``ZipData``, a registered one), which opens the split ``train`` asks for; a
             torchvision ``ImageFolder`` (its samples in its order, its classes, and its
-            ``transform`` as ``augment``); a Hugging Face ``datasets.Dataset`` with an image
-            and a label column; or an object with the ``Source`` interface.
+            ``transform`` as ``augment``); a torchvision ``CocoDetection``, wrapped for v2
+            or not (its ``ids`` order, its category ids as labels, its ``transforms`` as
+            ``augment``); a Hugging Face ``datasets.Dataset`` with an image and a label
+            column; or an object with the ``Source`` interface.
         batch_size: samples per batch on this process.
         train: the training split of ``augment``, shuffled; False: the evaluation split
             (resize the shorter side to ``resize_size``, centre-crop ``image_size``), in order.
