@@ -127,8 +127,10 @@ class Pipeline:
         return image
 
     def torchvision(self) -> list[Any]:
-        """The same pipeline as torchvision v2 transforms (what a user would write)."""
-        return [self.crop.torchvision(), *(op.torchvision() for op in self.ops)]
+        """The same pipeline as torchvision v2 transforms (what a user would write): the
+        ops before the crop, the crop, the ops."""
+        early = [op.torchvision() for op in self.before]
+        return [*early, self.crop.torchvision(), *(op.torchvision() for op in self.ops)]
 
     @cached_property
     def targets(self) -> Targets:

@@ -77,7 +77,14 @@ def baseline_transform(augment: AugmentSpec, recipe: bool = False) -> Any:
     ]
     try:
         views = [
-            v2.Compose([p.crop.torchvision(), *(_step(op, recipe) for op in p.ops), *tail])
+            v2.Compose(
+                [
+                    *(_step(op, recipe) for op in p.before),  # colour ops on the whole image
+                    p.crop.torchvision(),
+                    *(_step(op, recipe) for op in p.ops),
+                    *tail,
+                ]
+            )
             for p in augment.views(True).pipelines
         ]
     except NotImplementedError as exc:

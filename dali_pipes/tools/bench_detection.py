@@ -33,7 +33,7 @@ def detection_transform(augment: AugmentSpec) -> Any:
 
     pipeline = augment.pipeline(True)
     try:
-        steps = [op.torchvision() for op in pipeline.before] + pipeline.torchvision()
+        steps = pipeline.torchvision()
     except NotImplementedError as exc:
         raise DaliPipesError(
             f"bench baseline: {exc}; leave baseline out of bench.candidates"
