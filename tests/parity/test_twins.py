@@ -47,8 +47,19 @@ RAW = [
 EQUALIZE = KINDS.index("equalize")
 #: The epoch each preset runs: one where its resolution schedule is between its ends.
 EPOCH = {"ffcv": 70}
-#: Large-scale jitter's 1024 px crops at 384: the same graph, a seventh of the pixels.
-SMALLER = {"lsj": ["augment.train.crop.size=384", "augment.val.crop.size=384"]}
+#: Large-scale jitter's 1024 px crops at 384, DETR's 480-800 px sides at 256-320: the same
+#: graphs, a fraction of the pixels.
+SMALLER = {
+    "lsj": ["augment.train.crop.size=384", "augment.val.crop.size=384"],
+    "detr": [
+        "augment.train.crop.min_size=[256,320]",
+        "augment.train.crop.max_size=512",
+        "augment.train.crop.crop_sizes=[256]",
+        "augment.train.crop.crop_range=[192,256]",
+        "augment.val.crop.min_size=320",
+        "augment.val.crop.max_size=512",
+    ],
+}
 
 
 def equalize_as_dali(image: torch.Tensor) -> torch.Tensor:
