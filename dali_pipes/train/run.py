@@ -350,7 +350,7 @@ class _Run:
             "channels_last" if s.channels_last else "contiguous",
             spec.optimizer["_target_"],
             spec.schedule["_target_"],
-            spec.loss,
+            s.task.loss_name,
             spec.ema_decay or "off",
             spec.clip_grad_norm or "off",
             ", torch.compile" if spec.compile else "",

@@ -61,6 +61,8 @@ class Task(ABC):
     train_figure: str | None = None
     #: The validation figure a run's summary reports (``top1``, ``map``, ``miou``).
     headline: str = "top1"
+    #: The loss it trains, as the run's first log line names it.
+    loss_name: str = ""
 
     @abstractmethod
     def step(self, net: nn.Module, images: Any, labels: Any, step: StepConfig) -> StepOut:

@@ -44,6 +44,7 @@ class Classification(Task):
 
     def __init__(self, criterion: nn.Module) -> None:
         self.criterion = criterion
+        self.loss_name = str(getattr(criterion, "kind", "ce"))  # trainer.loss
 
     def step(self, net: nn.Module, images: Any, labels: Any, step: StepConfig) -> StepOut:
         with step.autocasting(labels.device):

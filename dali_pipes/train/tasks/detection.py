@@ -56,6 +56,7 @@ class Detection(Task):
     name = "detection"
     train_figure = None
     headline = "map"
+    loss_name = "the detector's own"
 
     def __init__(self, classes: int, masks: bool = False) -> None:
         require_pycocotools()

@@ -66,6 +66,7 @@ class Segmentation(Task):
     name = "segmentation"
     train_figure = "pixel_acc"
     headline = "miou"
+    loss_name = "per-pixel ce"
 
     def __init__(self, classes: int, ignore_index: int = 255) -> None:
         self.classes = classes
