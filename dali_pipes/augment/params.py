@@ -126,3 +126,8 @@ def fill_of(op: Any, name: str) -> tuple[int, int, int]:
     fill = (int(values[0]), int(values[1]), int(values[2]))
     object.__setattr__(op, name, fill[0] if len(set(fill)) == 1 else fill)
     return fill
+
+
+def rgb(fill: int | tuple[int, int, int]) -> tuple[int, int, int]:
+    """A checked fill (:func:`fill_of`) as one grey level per RGB channel."""
+    return (fill, fill, fill) if isinstance(fill, int) else fill

@@ -24,7 +24,7 @@ import numpy as np
 
 from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry, crop_room, plan_resized_crop, whole
-from dali_pipes.augment.params import fill_of, number, pair, shape_of, side_or_shape
+from dali_pipes.augment.params import fill_of, number, pair, rgb, shape_of, side_or_shape
 from dali_pipes.errors import require
 
 
@@ -45,8 +45,7 @@ class FixedSizeCrop(CropOp):
     @property
     def fill_rgb(self) -> tuple[int, int, int]:
         """``fill`` as one grey level per RGB channel."""
-        fill = self.fill
-        return (fill, fill, fill) if isinstance(fill, int) else fill
+        return rgb(self.fill)
 
     def pad_fill(self) -> tuple[int, int, int] | None:
         return self.fill_rgb

@@ -23,7 +23,7 @@ from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry
 from dali_pipes.augment.geometry_iou import IoUCrop as IoUPlan
 from dali_pipes.augment.geometry_iou import ZoomOut, plan_ssd
-from dali_pipes.augment.params import fill_of, number, pair, shape_of, side_or_shape
+from dali_pipes.augment.params import fill_of, number, pair, rgb, shape_of, side_or_shape
 from dali_pipes.augment.targets.boxes import Boxes
 from dali_pipes.errors import require
 
@@ -96,8 +96,7 @@ class IoUCrop(CropOp):
     @property
     def fill_rgb(self) -> tuple[int, int, int]:
         """``fill`` as one grey level per RGB channel."""
-        fill = self.fill
-        return (fill, fill, fill) if isinstance(fill, int) else fill
+        return rgb(self.fill)
 
     def pad_fill(self) -> tuple[int, int, int] | None:
         return self.fill_rgb if self.zoom_p > 0 else None

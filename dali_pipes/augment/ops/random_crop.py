@@ -22,7 +22,7 @@ import numpy as np
 from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry, padding_used, plan_random_crop
 from dali_pipes.augment.ops.center_crop import check_fits
-from dali_pipes.augment.params import fill_of, shape_of, side_or_shape
+from dali_pipes.augment.params import fill_of, rgb, shape_of, side_or_shape
 from dali_pipes.errors import require
 
 
@@ -98,8 +98,7 @@ class RandomCrop(CropOp):
     @property
     def fill_rgb(self) -> tuple[int, int, int]:
         """``fill`` as one grey level per RGB channel."""
-        fill = self.fill
-        return (fill, fill, fill) if isinstance(fill, int) else fill
+        return rgb(self.fill)
 
     def plan(self, sizes: np.ndarray, u: np.ndarray, epoch: int) -> Geometry:
         geometry = plan_random_crop(

@@ -27,7 +27,7 @@ import numpy as np
 
 from dali_pipes.augment.base import CropOp, register_op
 from dali_pipes.augment.geometry import Geometry, resize_shorter
-from dali_pipes.augment.params import fill_of, number, pair, shape_of, side_or_shape
+from dali_pipes.augment.params import fill_of, number, pair, rgb, shape_of, side_or_shape
 from dali_pipes.errors import require
 
 
@@ -157,8 +157,7 @@ class ShortestSize(CropOp):
     @property
     def fill_rgb(self) -> tuple[int, int, int]:
         """``fill`` as one grey level per RGB channel."""
-        fill = self.fill
-        return (fill, fill, fill) if isinstance(fill, int) else fill
+        return rgb(self.fill)
 
     def pad_fill(self) -> tuple[int, int, int] | None:
         pads = self.pad_to is not None or self.pad_multiple > 1

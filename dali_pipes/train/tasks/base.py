@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -32,15 +33,12 @@ class StepOut(NamedTuple):
     correct: torch.Tensor
 
 
+@dataclass
 class Evaluated(ABC):
-    """One rank's evaluation pass, before ranks are combined."""
+    """One rank's evaluation pass, before ranks are combined: ``sums``, the numbers to add
+    over ranks (a sum of losses, counts, a confusion matrix)."""
 
-    #: Numbers to add over ranks (a sum of losses, counts, a confusion matrix).
     sums: list[float]
-    #: Samples evaluated on this rank.
-    samples: float
-    #: Seconds the pass took.
-    seconds: float = 0.0
 
     def records(self) -> Any:
         """What to gather from every rank (None: nothing)."""

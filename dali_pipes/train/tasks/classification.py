@@ -3,7 +3,6 @@ make), top-1 while training, loss, top-1 and top-5 on evaluation."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +24,6 @@ def hard_labels(labels: torch.Tensor) -> torch.Tensor:
 @dataclass
 class Classified(Evaluated):
     """A classification pass: sums of the loss, top-1 and top-5 hits, and samples."""
-
-    sums: list[float]
-    samples: float
-    seconds: float = 0.0
 
     def figures(self, sums: Sequence[float], records: Sequence[Any]) -> dict[str, float]:
         loss, top1, top5, n = sums
@@ -59,7 +54,6 @@ class Classification(Task):
         device = loader.device
         totals = torch.zeros(3, dtype=torch.float64, device=device)
         samples = 0.0
-        start = time.perf_counter()
         for images, labels in loader:
             with step.autocasting(device):
                 logits = net(prepare(images, step))
@@ -70,4 +64,4 @@ class Classification(Task):
             )
             samples += len(labels)
         loss_sum, c1, c5 = (float(v) for v in totals.cpu())
-        return Classified([loss_sum, c1, c5, samples], samples, time.perf_counter() - start)
+        return Classified([loss_sum, c1, c5, samples])

@@ -12,7 +12,6 @@ do). In eval mode they return predictions, not losses, so no validation loss is 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,9 +34,6 @@ def _listed(images: Any) -> list[torch.Tensor]:
 class Detected(Evaluated):
     """A detection pass: its sample count, and its images' COCO records."""
 
-    sums: list[float]
-    samples: float
-    seconds: float = 0.0
     categories: tuple[int, ...] = ()
     found: CocoRecords = field(default_factory=CocoRecords)
 
@@ -75,12 +71,10 @@ class Detection(Task):
         net.eval()
         records = CocoRecords(masks=self.masks)
         samples = 0.0
-        start = time.perf_counter()
         for images, targets in loader:
             listed = _listed(images)
             with step.autocasting(loader.device):
                 outputs = net(listed)
             records.add(targets, outputs)
             samples += len(listed)
-        seconds = time.perf_counter() - start
-        return Detected([samples], samples, seconds, self.categories, records)
+        return Detected([samples], self.categories, records)

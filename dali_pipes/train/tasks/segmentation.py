@@ -8,7 +8,6 @@ A model gives either the logits or torchvision's segmentation models' dict (``ou
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +46,6 @@ def _masks(labels: Any) -> torch.Tensor:
 @dataclass
 class Segmented(Evaluated):
     """A segmentation pass: the loss sum, the samples, then the confusion matrix."""
-
-    sums: list[float]
-    samples: float
-    seconds: float = 0.0
 
     def figures(self, sums: Sequence[float], records: Sequence[Any]) -> dict[str, float]:
         loss, samples, *matrix = sums
@@ -99,7 +94,6 @@ class Segmentation(Task):
         net.eval()
         confusion = Confusion(self.classes, self.ignore_index)
         loss_sum, samples = 0.0, 0.0
-        start = time.perf_counter()
         for images, labels in loader:
             masks = _masks(labels)
             with step.autocasting(masks.device):
@@ -110,4 +104,4 @@ class Segmentation(Task):
             loss_sum += float(loss) * len(masks)
             samples += len(masks)
         matrix = [float(v) for v in confusion.matrix.flatten()]
-        return Segmented([loss_sum, samples, *matrix], samples, time.perf_counter() - start)
+        return Segmented([loss_sum, samples, *matrix])
