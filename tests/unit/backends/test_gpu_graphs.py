@@ -337,3 +337,27 @@ def test_the_segmentation_graph_moves_its_masks_where_the_images_go_without_a_gp
     assert result.graph is not None
     assert {op.device for op in result.graph.ops if op.schema == "Resize"} == {"gpu"}
     assert len(result.graph.outputs) == 3  # images, masks, labels
+
+
+@pytest.mark.parametrize(
+    "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu graph", "dali-cpu -> GPU"]
+)
+def test_colour_ops_before_the_crop_run_on_the_whole_decoded_image_without_a_gpu(
+    devices: GraphDevices, sample_objects: Path
+) -> None:
+    """SSD's distortion before the crop (as torchvision's reference runs it): the whole
+    image decoded (no region decoding), distorted, then its window cut, on the GPU."""
+    overrides = (
+        "data=coco",
+        f"data.root={sample_objects}",
+        "data.batch_size=8",
+        "augment=ssd",
+        "augment.train.ops.photometric_distort=null",
+        "+augment.train.before.photometric_distort={p: 0.5}",
+    )
+    result = GraphCase("detection ssd, distortion first", devices, overrides, "train").check()
+    assert result.ok, failed(result)
+    assert result.graph is not None
+    schemas = {op.schema for op in result.graph.ops}
+    # the whole image decoded (the preset alone decodes its window's region: ImageSlice)
+    assert "decoders__Image" in schemas and "decoders__ImageSlice" not in schemas
