@@ -5,7 +5,11 @@ against. Workers decode with :mod:`dali_pipes.image.decode` (``torchvision.io``)
 shared crop geometry (realised by :mod:`dali_pipes.augment.geometry_torch`) and the split's ops
 (torchvision's functional ops with the parameters :meth:`dali_pipes.augment.Pipeline.draw`
 computes); batches travel as uint8 and are normalised in the main process, on a CUDA side
-stream when on a GPU.
+stream when on a GPU. The workers are not forked from the training process, whose DALI
+and torch threads may be running: they start from a fresh interpreter
+(:func:`dali_pipes.runtime.pools.fresh_context`), with the caller's environment. A
+dataset that such an interpreter cannot rebuild (a source or op class defined in
+``__main__`` or a notebook) is forked instead, as ``DataLoader`` does by default.
 
 Decoding is always on the CPU here, so placement only decides where batches are handed over
 (:func:`dali_pipes.backends.base.loader_devices`): with a GPU output -- ``backend.device=gpu``, or
@@ -41,8 +45,12 @@ from dali_pipes.backends.targets import Moved, batch_targets, moved_sample
 from dali_pipes.data.interface import Annotated, images_of, mask_fill, misfit
 from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
-from dali_pipes.image.decode import Blob, decode_bytes, load_decoder
+from dali_pipes.image.decode import Blob, decode_bytes
 from dali_pipes.runtime.distributed import cpu_share
+from dali_pipes.runtime.pools import CallersEnvironment, fresh_context, importable_afresh
+
+#: What the workers' interpreter imports once, before any worker starts.
+WORKER_MODULES = ("dali_pipes.backends.torch", "torchvision.io")
 
 Key = tuple[int, int, int]  # (sample index, epoch, slot position): what the dataset is handed
 Failed = tuple[tuple[str, str], ...]  # (path, reason) of the bad files a sample met
@@ -200,15 +208,21 @@ class TorchLoader(Loader):
         _, self.device = loader_devices(spec)  # decoding is on the CPU whatever is asked
         workers = cpu_share() if opts.num_workers is None else opts.num_workers
         self._batches = _PlannedBatches(len(self))
+        samples = _Samples(spec)
         extra: dict[str, Any] = {}
         if workers > 0:
-            load_decoder()  # once here, not once in every forked worker
             extra = {
                 "persistent_workers": opts.persistent_workers,
                 "prefetch_factor": opts.prefetch_factor,
             }
+            if importable_afresh(samples):
+                # Not forked from this process, whose DALI and torch threads may be running
+                # (a fork of it is not safe): from a fresh interpreter that has imported
+                # this module (and torchvision's decoder) once.
+                extra["multiprocessing_context"] = fresh_context(WORKER_MODULES)
+                extra["worker_init_fn"] = CallersEnvironment()
         self._loader = DataLoader(
-            _Samples(spec),
+            samples,
             batch_sampler=self._batches,
             num_workers=workers,
             pin_memory=opts.pin_memory and self.device.type == "cuda",

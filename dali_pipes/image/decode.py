@@ -70,13 +70,6 @@ def header_size(blob: Blob, path: str, max_pixels: int | None = None) -> tuple[i
     return image_size(blob, path, max_pixels)
 
 
-def load_decoder() -> None:
-    """Import torchvision's decoder now. It takes seconds; a process about to fork
-    DataLoader workers calls this, so that every worker starts with it loaded instead of
-    importing it again for its first image."""
-    import torchvision.io  # noqa: F401
-
-
 def decode_bytes(blob: Blob, path: str, max_pixels: int | None = None) -> torch.Tensor:
     """Decode bytes already read (``path`` names them in errors) to uint8 RGB ``[3, H, W]``,
     or raise :class:`DataError` naming the file."""

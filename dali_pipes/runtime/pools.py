@@ -15,11 +15,23 @@ anything: credentials or settings exported after the first pool (``AWS_*`` for a
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import os
+import pickle
+import sys
 from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from multiprocessing.pool import Pool
 from typing import Any
+
+
+def fresh_context(preload: Sequence[str]) -> Any:
+    """The ``forkserver`` context whose server imports the ``preload`` modules when it
+    starts (the first pool or loader of this process starts it)."""
+    context = get_context("forkserver")
+    context.set_forkserver_preload(list(preload))
+    return context
 
 
 def fresh_pool(
@@ -30,10 +42,52 @@ def fresh_pool(
 ) -> Pool:
     """A pool of ``processes`` workers forked from a fresh interpreter that imported the
     ``preload`` modules (those of the functions the pool runs, and what they import)."""
-    context = get_context("forkserver")
-    context.set_forkserver_preload(list(preload))
     start = (dict(os.environ), initializer, initargs)
-    return context.Pool(processes, _start_worker, start)
+    return fresh_context(preload).Pool(processes, _start_worker, start)
+
+
+def importable_afresh(obj: Any) -> bool:
+    """Whether a fresh interpreter can rebuild ``obj`` from its pickle: it pickles, and
+    every class and function it refers to lives in a module that interpreter can import
+    by name (not ``__main__``, a notebook or a module made at run time)."""
+    modules: set[str] = set()
+
+    class _Collecting(pickle.Pickler):
+        def reducer_override(self, value: Any) -> Any:
+            if isinstance(value, type) or callable(value):
+                modules.add(str(getattr(value, "__module__", None) or "__main__"))
+            return NotImplemented
+
+    try:
+        _Collecting(io.BytesIO(), pickle.HIGHEST_PROTOCOL).dump(obj)
+    except Exception:  # any failure to pickle: it cannot travel
+        return False
+    return all(_importable(name) for name in modules)
+
+
+def _importable(name: str) -> bool:
+    """Whether the module ``name`` is found by name on the import path."""
+    if name in ("__main__", "__mp_main__"):
+        return False
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__spec__", None) is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class CallersEnvironment:
+    """A DataLoader ``worker_init_fn`` for workers of :func:`fresh_context`: the worker
+    takes the environment its loader's caller had when this was made."""
+
+    def __init__(self) -> None:
+        self.environ = dict(os.environ)
+
+    def __call__(self, worker_id: int) -> None:
+        os.environ.clear()
+        os.environ.update(self.environ)
 
 
 def _start_worker(

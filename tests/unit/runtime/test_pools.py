@@ -1,8 +1,20 @@
+"""Worker processes that start from a fresh interpreter: pools, and the torch backend's
+DataLoader workers."""
+
+import copy
+import dataclasses
 import os
+import sys
+import types
+from typing import Any
 
 import pytest
+import torch
 
-from dali_pipes.runtime.pools import fresh_pool
+from dali_pipes import build_loader, compose_config
+from dali_pipes.backends import create_loader
+from dali_pipes.config.specs import loader_spec
+from dali_pipes.runtime.pools import fresh_pool, importable_afresh
 
 
 def _read(name: str) -> str | None:
@@ -22,3 +34,58 @@ def test_a_pool_started_after_the_server_sees_the_environment_of_its_caller_now(
     monkeypatch.delenv(name)
     with fresh_pool(1, [__name__]) as pool:
         assert pool.apply(_read, (name,)) is None
+
+
+class _Importable:
+    """A class of an importable module (this test module)."""
+
+
+def test_only_what_a_fresh_interpreter_can_import_counts_as_importable_afresh() -> None:
+    assert importable_afresh([_Importable(), {"a": (1, 2.0)}, os.path.join])
+    made = types.ModuleType("made_at_run_time")  # as a notebook's or exec'd code's classes
+    exec("class Source:\n    pass\n", made.__dict__)
+    sys.modules["made_at_run_time"] = made
+    try:
+        assert not importable_afresh([_Importable(), made.Source()])
+    finally:
+        del sys.modules["made_at_run_time"]
+    assert not importable_afresh(lambda: 0)  # a lambda does not pickle
+    main = type("Main", (), {"__module__": "__main__"})
+    assert not importable_afresh(main)
+
+
+class _Pid(torch.utils.data.Dataset[int]):
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> int:
+        return os.getppid()
+
+
+def test_the_torch_backends_workers_start_from_a_fresh_interpreter_unless_they_cannot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers of a dali_pipes source come from the forkserver, not from this process
+    (whose threads a fork would copy in mid-step); a dataset it cannot rebuild is forked."""
+    cfg = compose_config(["backend=torch", "backend.num_workers=1", "data.batch_size=4"])
+    loader: Any
+    with build_loader(cfg, "val") as loader:
+        context = loader._loader.multiprocessing_context
+        assert context is not None and context.get_start_method() == "forkserver"
+        parents = list(
+            torch.utils.data.DataLoader(_Pid(), num_workers=1, multiprocessing_context=context)
+        )
+        assert int(parents[0]) != os.getpid()
+        next(iter(loader))
+    # The same source as an instance of a class made at run time (as in a notebook).
+    spec = loader_spec(cfg, "val")
+    made = types.ModuleType("made_at_run_time")
+    made_source = type("Source", (type(spec.source),), {"__module__": made.__name__})
+    made.__dict__["Source"] = made_source
+    monkeypatch.setitem(sys.modules, made.__name__, made)
+    source = copy.copy(spec.source)
+    object.__setattr__(source, "__class__", made_source)
+    with create_loader(dataclasses.replace(spec, source=source)) as loader:
+        assert loader._loader.multiprocessing_context is None  # DataLoader's default: fork
+        images, _ = next(iter(loader))
+        assert images.shape[0] == 4
