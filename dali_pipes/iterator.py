@@ -28,6 +28,7 @@ defaults (they are read from the same dataclasses and presets), and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,6 +150,8 @@ class DALIIterator(DaliLoader):
                 max_pixels=opened.data.max_pixels,
             )
         )
+        if not isinstance(data, str | os.PathLike | DataSpec):
+            self.dataset.given = data  # its attributes read through loader.dataset
 
     @classmethod
     def from_config(

@@ -4,7 +4,9 @@ the crop geometry, and the ops themselves (:mod:`.ops`, one module each).
 Built-in ops (config name: module of :mod:`.ops`): the decode-fused crops
 ``random_resized_crop`` and ``resize_center_crop`` (``crop``), ``center_crop`` and
 ``random_crop`` (torchvision's ``CenterCrop`` / ``RandomCrop`` after an optional resize,
-with padding); ``hflip`` (``flip``), ``vflip``, ``color_jitter``, ``grayscale``,
+with padding), ``iou_crop``, ``shortest_size``, ``scale_jitter`` and ``whole`` (the
+detection references' crops and multi-scale resizes, and no geometry at all); ``hflip``
+(``flip``), ``vflip``, ``color_jitter``, ``photometric_distort``, ``grayscale``,
 ``gaussian_blur``, ``solarize``, ``randaugment``, ``trivialaugment``, ``autoaugment``, and
 ``random_apply`` (a list of ops applied together with a probability).
 Register your own with :func:`register_op` (docs/how-to/augmentation.md).
@@ -37,6 +39,7 @@ from dali_pipes.augment.ops import (  # noqa: F401 - importing registers the bui
     solarize,
     trivialaugment,
     vflip,
+    whole,
 )
 from dali_pipes.augment.pipeline import Draw, Pipeline, parse_pipeline
 

@@ -8,6 +8,8 @@ get ``set_epoch``. Here:
 - ``dataset`` (:class:`SplitDataset`): sized like the split, with ``ImageFolder``'s
   ``classes``, ``class_to_idx``, ``samples``/``imgs`` and ``targets`` for a folder;
   ``dataset[i]`` is sample ``i`` decoded, untransformed (uint8 ``[3, H, W]``, its label).
+  Given a dataset object (``DALIIterator(CocoDetection(...))``), its other attributes
+  read through (``loader.dataset.coco``).
 - ``sampler`` (:class:`LoaderSampler`): ``DistributedSampler``'s attributes; ``len()`` is
   this rank's samples per epoch, iterating gives them for the epoch the next ``iter``
   runs, and ``set_epoch`` is the loader's.
@@ -110,6 +112,17 @@ class SplitDataset(torch.utils.data.Dataset[Any]):
         #: The folder (or packed dataset) the split was read from.
         self.root: str = getattr(source, "root", "")
         self._cursor: tuple[int, int, Iterator[Batch]] | None = None
+        #: The dataset object the loader was given (``DALIIterator(dataset)``), if any: its
+        #: other attributes read through (a ``CocoDetection``'s ``coco`` and ``ids``, which
+        #: torchvision's detection reference evaluates with).
+        self.given: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        """An attribute of the given dataset that this one does not have."""
+        given = self.__dict__.get("given")
+        if given is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(given, name)
 
     @functools.cached_property
     def samples(self) -> list[tuple[str, int]]:

@@ -73,14 +73,16 @@ def test_a_bucket_gives_exactly_the_local_copys_batches_for_two_epochs(
 
 PRESETS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "augment").glob("*.yaml"))
 SIZE = ["augment.train.crop.size=64"]
-#: Each preset's crop at about 64 px (the multi-scale one's sides and crop branch scaled).
+#: Each preset's crop at about 64 px (the multi-scale one's sides and crop branch scaled;
+#: the one that keeps each image whole has no size: its padding to a stride instead).
 SMALL = {
+    "hflip": ["augment.train.crop.pad_multiple=32"],
     "detr": [
         "augment.train.crop.min_size=[48,64]",
         "augment.train.crop.max_size=96",
         "augment.train.crop.crop_sizes=[64]",
         "augment.train.crop.crop_range=[32,64]",
-    ]
+    ],
 }
 
 

@@ -41,6 +41,8 @@ CASES = {
     # images of their own sizes (a list per batch), the crop branch half the time
     ("detr", "train"): (["augment.train.crop.pad_multiple=32"], DALI_CPU_VS_TORCH),
     ("detr", "val"): ([], DALI_CPU_VS_TORCH),
+    # torchvision's reference default: each image whole, flipped; padded to a stride
+    ("hflip", "train"): (["augment.train.crop.pad_multiple=32", *OPS], DALI_CPU_VS_TORCH),
 }
 _TORCH: dict[tuple[str, str], tuple[list[Any], AugmentSpec]] = {}
 

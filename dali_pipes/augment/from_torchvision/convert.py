@@ -25,8 +25,6 @@ from dali_pipes.errors import ConfigError
 
 #: The transforms that map, by torchvision's class name (v1 and v2 alike).
 SUPPORTED = tuple(RULES)
-#: The resizes and crops (the decode-fused crop).
-GEOMETRY = tuple(name for name, rule in RULES.items() if rule.kind == "geometry")
 
 
 @dataclass(frozen=True)
@@ -119,13 +117,6 @@ class _Walk:
                 )
             self.geometry.append((where, transform, name, read))
         else:
-            if not self.geometry:
-                raise refused(
-                    where,
-                    transform,
-                    "must follow the resize/crop (fused with decoding); only colour ops can "
-                    "come before it",
-                )
             if kind == "op" and self.erasing:
                 raise refused(
                     where,
@@ -240,12 +231,7 @@ def convert(transform: Any) -> Converted:
     walk = _Walk()
     for where, item in flatten(transform):
         walk.add(where, item)
-    if not walk.geometry:
-        raise ConfigError(
-            "the torchvision transform has no resize or crop, so images keep their own sizes "
-            f"and cannot be batched: start it with one of {', '.join(GEOMETRY)}"
-        )
-    crop = walk.crop()
+    crop = walk.crop() if walk.geometry else {"op": "whole"}
     if walk.values.pil:
         raise ConfigError(
             "the torchvision transform ends with PIL images, which cannot be batched: end it "

@@ -270,7 +270,8 @@ class Mine(torch.nn.Module):
         ([T.Resize(200), T.CenterCrop(224)], "[1] CenterCrop (v1): crop.resize=200 is invalid"),
         ([T.CenterCrop(224), T.Resize(256)], "[1] Resize (v1): cannot come after CenterCrop"),
         ([T.RandomHorizontalFlip(), T.RandomResizedCrop(224)],
-         "[0] RandomHorizontalFlip (v1): must follow the resize/crop"),
+         "[1] RandomResizedCrop (v1): a resize or crop must come before every image op ([0] "
+         "RandomHorizontalFlip (v1) comes before it)"),
         ([T.CenterCrop(8), T.ColorJitter(0.4), T.RandomResizedCrop(224)],
          "[2] RandomResizedCrop (v1): a resize or crop must come before every image op"),
         ([T.CenterCrop(8), T.ToTensor(), T.Normalize(MEAN, STD), T.ColorJitter(0.4)],
@@ -290,7 +291,6 @@ class Mine(torch.nn.Module):
          "[1] RandAugment (v1): fill=[1, 2, 3]: a fill per channel is not supported"),
         ([T.CenterCrop(8), T.ToTensor(), T.RandomErasing(scale=(0.0, 0.3))],
          "[2] RandomErasing (v1): batch.random_erasing.min_area=0.0 is invalid"),
-        ([T.ToTensor(), T.Normalize(MEAN, STD)], "has no resize or crop"),
         ([T.CenterCrop(8)], "ends with PIL images"),
     ],
 )  # fmt: skip

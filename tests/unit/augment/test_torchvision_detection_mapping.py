@@ -1,7 +1,8 @@
 """torchvision's detection transforms map to the ops that realise them: SSD's reference
 pipeline (its photometric distortion before the crop, its zoom out's fill as torchvision
 looks it up), the IoU crop with and without a resize, ``RandomShortestSize``,
-``ScaleJitter`` alone, ``SanitizeBoundingBoxes``' smallest box; what cannot be mapped
+``ScaleJitter`` alone, no geometry at all (the references' default presets),
+``SanitizeBoundingBoxes``' smallest box; what cannot be mapped
 exactly is refused in one line naming the transform."""
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ def test_ssds_reference_pipeline_distorts_before_the_crop_and_pads_as_torchvisio
     given = {tv_tensors.Image: list(MEAN), tv_tensors.Mask: 0}
     filled = augment_spec([T.ToImage(), T.RandomZoomOut(fill=given), T.RandomIoUCrop(), *TAIL])
     assert filled.pipeline(True).crop.fill == (123, 117, 104)  # type: ignore[attr-defined]
+
+
+def test_the_references_hflip_and_eval_presets_keep_each_image_whole() -> None:
+    """torchvision's detection references resize in the model: their default training
+    preset is a flip alone and their evaluation preset has no geometry at all."""
+    train = augment_spec(T.Compose([T.ToImage(), T.RandomHorizontalFlip(0.5), *TAIL]))
+    pipeline = train.pipeline(True)
+    assert pipeline.crop.name == "whole" and pipeline.crop.varies_in_size()
+    assert [op.name for op in pipeline.ops] == ["hflip"]
+    evaluation = augment_spec([T.ToImage(), T.ToDtype(torch.float, scale=True)])
+    assert evaluation.pipeline(True).crop.name == "whole" and not evaluation.pipeline(True).ops
+    geometry = pipeline.crop.plan(np.array([[180, 240], [300, 160]]), np.zeros((2, 0)), 0)
+    assert geometry.outs is not None and geometry.outs.tolist() == [[180, 240], [300, 160]]
+    assert geometry.window.tolist() == [[0, 0, 240, 180], [0, 0, 160, 300]]
 
 
 def test_an_iou_crop_with_a_resize_gives_one_size_and_without_one_each_its_own() -> None:
@@ -76,8 +91,9 @@ def test_scale_jitter_alone_gives_torchvisions_sizes() -> None:
     [
         (
             [T.ToImage(), T.RandomHorizontalFlip(), T.RandomIoUCrop()],
-            r"^torchvision transform \[1\] RandomHorizontalFlip \(v2\): must follow the "
-            r"resize/crop \(fused with decoding\); only colour ops can come before it$",
+            r"^torchvision transform \[2\] RandomIoUCrop \(v2\): a resize or crop must come "
+            r"before every image op \(\[1\] RandomHorizontalFlip \(v2\) comes before it\): it "
+            r"is fused with decoding$",
         ),
         (
             [T.ToImage(), T.RandomIoUCrop(), T.Resize(300)],

@@ -288,7 +288,7 @@ def sample_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("split", ["train", "val"])
-@pytest.mark.parametrize("preset", ["small", "ssd", "lsj", "detr"])
+@pytest.mark.parametrize("preset", ["small", "ssd", "lsj", "detr", "hflip"])
 @pytest.mark.parametrize(
     "devices", [GPU, GraphDevices("cpu", "cpu", "gpu", 0)], ids=["gpu", "dali-cpu -> GPU"]
 )
