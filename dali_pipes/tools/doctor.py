@@ -1,7 +1,9 @@
 """``python -m dali_pipes.doctor`` (any training config): how input-bound is training?
 
-1. Runs the configured model's training step on synthetic batches already on the device:
-   the rate training reaches when input costs nothing.
+1. Runs the configured task's training step (``task=``: a classifier, a detector, a
+   segmenter) on batches already on the device: synthetic ones, or for data with boxes or
+   masks the loader's first batch replayed. That is the rate training reaches when input
+   costs nothing.
 2. Runs the same step fed by the configured loader: achieved images/s and the share of
    step time spent waiting for data.
 3. Measures every placement this machine has -- where decoding runs and where the model
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,7 @@ from dali_pipes.config.loaders import devices_of
 from dali_pipes.config.schemas import DoctorSpec
 from dali_pipes.config.specs import loader_spec, one_view, to_spec
 from dali_pipes.data.files import write_text
+from dali_pipes.data.interface import Annotated
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.devices import Devices, output_device_for, resolve_devices
 from dali_pipes.runtime.distributed import cpu_share
@@ -56,7 +60,7 @@ from dali_pipes.train.loop import EpochStats, StepConfig, train_one_epoch
 from dali_pipes.train.models import build_model
 from dali_pipes.train.optimizers import make_optimizer
 from dali_pipes.train.state import trainer_spec
-from dali_pipes.train.tasks import Classification
+from dali_pipes.train.tasks import make_task
 
 log = logging.getLogger("dali_pipes.doctor")
 
@@ -70,6 +74,21 @@ class Rate:
 
     images_per_s: float
     data_wait: float  # share of wall time spent in next(loader)
+
+
+class Replayed:
+    """One batch held on the model's device and handed out ``steps`` times per pass: input
+    that costs nothing, with the loader's own images and targets."""
+
+    def __init__(self, batch: Any, device: torch.device, batch_size: int, steps: int) -> None:
+        self.batch, self.device, self.batch_size, self.steps = batch, device, batch_size, steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Iterator[Any]:
+        for _ in range(self.steps):
+            yield self.batch
 
 
 class _Bench:
@@ -91,11 +110,26 @@ class _Bench:
         autocast = trainer.autocast_dtype(device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
-        self.task = Classification(nn.CrossEntropyLoss())
+        self.task = make_task(cfg, trainer, num_classes)
         self.step = StepConfig(autocast, channels_last)
 
+    @property
+    def replays(self) -> bool:
+        """Whether the ceiling replays a loader batch (data with boxes or masks)."""
+        return isinstance(self.spec.source, Annotated)
+
     def ceiling(self) -> Rate:
-        """The step on synthetic batches already on the model's device."""
+        """The step on batches already on the model's device: synthetic ones, or for data
+        with boxes or masks (whose targets random pixels cannot carry) the loader's first
+        batch replayed."""
+        if self.replays:
+            with self._loader(self.spec.backend) as loader:
+                batch = next(iter(loader))
+            steps = self.doctor.warmup_steps + self.doctor.steps
+            replayed = Replayed(batch, self.device, self.spec.batch_size, steps)
+            self._run(replayed, self.doctor.warmup_steps)
+            samples, seconds, wait = self._run(replayed, self.doctor.steps)
+            return Rate(samples / seconds, wait / seconds)
         synthetic = SyntheticBackend(device="gpu" if self.device.type == "cuda" else "cpu")
         return self.rate(synthetic, output_device=None)
 
@@ -108,18 +142,27 @@ class _Bench:
         """Images/s and data wait of the step fed by ``backend`` (``changes``: other
         :class:`LoaderSpec` fields, e.g. ``output_device``); each timed step's (data wait,
         step time) appended to ``timeline`` when given."""
-        with create_loader(replace(self.spec, backend=backend, **changes)) as loader:
-            if loader.device != self.device:
-                raise DaliPipesError(
-                    f"backend={backend.name} device={backend.device} hands batches over on "
-                    f"{loader.device}, not on the model's {self.device}"
-                )
+        with self._loader(backend, **changes) as loader:
             self._run(loader, self.doctor.warmup_steps)
             samples, seconds, wait = self._run(loader, self.doctor.steps, timeline)
         return Rate(samples / seconds, wait / seconds)
 
+    def _loader(self, backend: BackendSpec, **changes: Any) -> Loader:
+        """The configured loader with ``backend`` (and ``changes``), on the model's device."""
+        loader = create_loader(replace(self.spec, backend=backend, **changes))
+        if loader.device != self.device:
+            loader.close()
+            raise DaliPipesError(
+                f"backend={backend.name} device={backend.device} hands batches over on "
+                f"{loader.device}, not on the model's {self.device}"
+            )
+        return loader
+
     def _run(
-        self, loader: Loader, steps: int, timeline: list[tuple[float, float]] | None = None
+        self,
+        loader: Loader | Replayed,
+        steps: int,
+        timeline: list[tuple[float, float]] | None = None,
     ) -> tuple[float, float, float]:
         """``steps`` training steps (over several epochs if the dataset is small)."""
         samples = seconds = wait = 0.0
@@ -333,7 +376,8 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
     cores = cpu_share()
     steps = 4 if doctor.placements else 3
     bench = _Bench(cfg, spec, doctor, devices_of(cfg).model)
-    log.info("1/%d training step on synthetic on-device data", steps)
+    on_device = "one loader batch replayed" if bench.replays else "synthetic on-device data"
+    log.info("1/%d training step on %s", steps, on_device)
     synthetic = bench.ceiling()
     log.info("2/%d training step fed by backend=%s", steps, backend.name)
     timeline: list[tuple[float, float]] = []
@@ -345,6 +389,7 @@ def run_doctor(cfg: DictConfig) -> dict[str, Any]:
         "model_device": str(bench.device),
         "batch_size": spec.batch_size,
         "synthetic_images_per_s": synthetic.images_per_s,
+        "ceiling_data": on_device,
         "loader_images_per_s": fed.images_per_s,
         "loader_vs_synthetic": fed.images_per_s / synthetic.images_per_s,
         "data_wait": fed.data_wait,
@@ -395,7 +440,8 @@ def summary(report: dict[str, Any]) -> str:
         f"model {report['model']} on {report.get('model_device', '?')}, "
         f"backend {report['backend']['name']} "
         f"(device {report['backend']['device']}), batch {report['batch_size']}",
-        f"  synthetic on-device data : {report['synthetic_images_per_s']:.0f} img/s (the ceiling)",
+        f"  {report.get('ceiling_data', 'synthetic on-device data'):<25}: "
+        f"{report['synthetic_images_per_s']:.0f} img/s (the ceiling)",
         f"  fed by the loader        : {report['loader_images_per_s']:.0f} img/s "
         f"= {100 * report['loader_vs_synthetic']:.0f}% of the ceiling, "
         f"{100 * report['data_wait']:.0f}% of the time waiting for data",

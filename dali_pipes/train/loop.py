@@ -8,19 +8,30 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel
 from tqdm import tqdm
 
-from dali_pipes.backends.base import Batch, Loader
+from dali_pipes.backends.base import Batch
 from dali_pipes.train.ema import unwrap
 from dali_pipes.train.step import StepConfig
 from dali_pipes.train.tasks.base import Task
 
-__all__ = ["BatchHook", "EpochStats", "StepConfig", "train_one_epoch"]
+__all__ = ["BatchHook", "Batches", "EpochStats", "StepConfig", "train_one_epoch"]
+
+
+class Batches(Protocol):
+    """What the loop reads from a loader: its batches, how many, and their device (every
+    :class:`~dali_pipes.backends.base.Loader`; ``doctor`` also replays one batch)."""
+
+    device: torch.device
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Batch]: ...
 
 
 @dataclass
@@ -54,7 +65,7 @@ BatchHook = Callable[[int, Any, Any], None]
 
 def train_one_epoch(
     model: nn.Module,
-    loader: Loader,
+    loader: Batches,
     task: Task,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
