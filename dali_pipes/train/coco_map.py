@@ -67,6 +67,8 @@ class CocoRecords:
         ``masks``) and the detector's output for it."""
         for target, output in zip(targets, outputs, strict=True):
             image_id = int(target["image_id"])
+            if any(image["id"] == image_id for image in self.images):
+                continue  # a padded epoch repeats it: scored once
             h, w = (int(v) for v in target["boxes"].canvas_size)
             self.images.append({"id": image_id, "height": h, "width": w})
             self._truth(image_id, target)
@@ -119,9 +121,16 @@ def coco_map(parts: Sequence[CocoRecords], categories: Sequence[int]) -> dict[st
     from pycocotools.cocoeval import COCOeval
 
     masks = any(p.masks for p in parts)
-    images = {im["id"]: im for p in parts for im in p.images}  # a padded epoch repeats some
-    truth = [dict(r, id=i + 1) for i, r in enumerate(r for p in parts for r in p.truth)]
-    found = [r for p in parts for r in p.found]
+    # A padded epoch (DistributedSampler's) gives some images to two ranks: each image is
+    # scored once, from the first rank that evaluated it, as one process scores it.
+    owner: dict[int, int] = {}
+    for k, part in enumerate(parts):
+        for image in part.images:
+            owner.setdefault(int(image["id"]), k)
+    images = {im["id"]: im for p in parts for im in p.images}
+    kept = [[r for r in part.truth if owner[r["image_id"]] == k] for k, part in enumerate(parts)]
+    truth = [dict(r, id=i + 1) for i, r in enumerate(r for part in kept for r in part)]
+    found = [r for k, p in enumerate(parts) for r in p.found if owner[r["image_id"]] == k]
     kinds = ("bbox", "segm") if masks else ("bbox",)
     out: dict[str, float] = {}
     for kind in kinds:

@@ -88,6 +88,25 @@ def test_records_of_two_ranks_evaluate_as_one_set() -> None:
     assert coco_map([a, b], [2]) == coco_map([whole], [2])
 
 
+def test_an_image_two_ranks_evaluated_under_padding_is_scored_once() -> None:
+    """DistributedSampler pads an epoch by repeating images: an image two ranks (or one
+    rank twice) evaluated counts once, so the ranks' mAP is the single process's."""
+    first = [target(1, [[10, 10, 40, 40]], [2]), target(2, [[50, 50, 90, 90]], [2])]
+    outputs = [found([[10, 10, 40, 40]], [0.5], [2]), found([[0, 0, 5, 5]], [0.9], [2])]
+    whole = CocoRecords()
+    whole.add(first, outputs)
+    a, b = CocoRecords(), CocoRecords()
+    a.add(first[:1], outputs[:1])
+    b.add([first[1], first[0]], [outputs[1], outputs[0]])  # image 1 again: the padding
+    a.add(first[:1], outputs[:1])
+    single = coco_map([whole], [2])
+    # the false positive ranked first, then one of the two objects: precision 1/2 up to
+    # recall 1/2, none beyond; COCO's 101 recall points give 51 * 0.5 / 101
+    assert single == pytest.approx({"map": 51 * 0.5 / 101, "map50": 51 * 0.5 / 101})
+    assert coco_map([a, b], [2]) == single
+    assert len(a.images) == len(a.truth) == len(a.found) == 1
+
+
 def test_mask_map_is_scored_from_the_masks() -> None:
     mask = torch.zeros((1, 100, 100), dtype=torch.uint8)
     mask[0, 10:50, 10:50] = 1
