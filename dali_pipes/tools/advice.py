@@ -70,21 +70,23 @@ def doctor_advice(report: dict[str, Any], data: dict[str, Any], cuda: bool) -> l
     this machine has a GPU."""
     share = float(report["loader_vs_synthetic"])
     wait = float(report["data_wait"])
+    replayed = report.get("ceiling_data") == "one loader batch replayed"
+    rate = "rate on one loader batch replayed" if replayed else "synthetic-data rate"
     if share > NOISE:
         return [
             f"the measurement is too noisy to tell: fed by the loader the step ran at "
-            f"{100 * share:.0f}% of its synthetic-data rate, which cannot be; run doctor "
+            f"{100 * share:.0f}% of its {rate}, which cannot be; run doctor "
             f"again on a quiet machine, with more steps (doctor.steps=100)"
         ]
     if share >= FED:
         return [
-            f"training is not waiting for data ({100 * share:.0f}% of the synthetic-data "
-            f"rate): a faster loader will not make it faster; look at the model step "
+            f"training is not waiting for data ({100 * share:.0f}% of the {rate}): a "
+            f"faster loader will not make it faster; look at the model step "
             f"(batch size, trainer.amp, trainer.channels_last, trainer.compile)"
         ]
     lines = [
         f"training waits for data {100 * wait:.0f}% of the time and runs at "
-        f"{100 * share:.0f}% of its synthetic-data rate; try, in this order:"
+        f"{100 * share:.0f}% of its {rate}; try, in this order:"
     ]
     tuned = report.get("tuned_images_per_s")
     if tuned is not None and tuned > float(report["loader_images_per_s"]) * 1.03:
