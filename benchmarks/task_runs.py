@@ -1,0 +1,80 @@
+"""Record the default detection and segmentation jobs: each task's ``python -m
+dali_pipes.train task=<task>`` run as a user runs it, its epoch rows and wall time written
+with the machine, versions, date, command and commit to ``benchmarks/train-task-<task>.json``.
+
+    python benchmarks/task_runs.py                    # both tasks
+    python benchmarks/task_runs.py segmentation       # one
+    python benchmarks/task_runs.py detection --out /tmp/runs -- seed=1
+
+Overrides after ``--`` go to every run (the record names them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dali_pipes.tools.bench import environment
+
+HERE = Path(__file__).resolve().parent
+#: Each task's headline validation figure (the run's summary line reports it).
+HEADLINE = {"detection": "val_map", "segmentation": "val_miou"}
+
+
+def record(task: str, out: Path, overrides: list[str]) -> dict[str, object]:
+    """Run the task's default job into ``out`` and return its record."""
+    command = [sys.executable, "-m", "dali_pipes.train", f"task={task}", *overrides]
+    started = time.perf_counter()
+    done = subprocess.run([*command, f"output_dir={out}"], capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"task={task} failed ({done.returncode}): {done.stderr[-2000:]}")
+    with (out / "metrics.csv").open() as f:
+        rows = [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    figure = HEADLINE[task]
+    values = [float(r[figure]) for r in rows]  # type: ignore[arg-type]
+    return {
+        **environment(),
+        "command": " ".join(["python -m dali_pipes.train", f"task={task}", *overrides]),
+        "task": task,
+        "figure": figure,
+        "final": values[-1],
+        "best": max(values),
+        "best_epoch": values.index(max(values)),
+        "wall_seconds": wall,
+        "summary": done.stderr.strip().splitlines()[-1],
+        "rows": rows,
+    }
+
+
+def _number(value: str) -> object:
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tasks", nargs="*", default=list(HEADLINE), choices=list(HEADLINE))
+    parser.add_argument("--out", type=Path, default=None, help="runs' folder (default: temp)")
+    args, overrides = parser.parse_known_args()
+    overrides = [o for o in overrides if o != "--"]
+    base = args.out or Path(tempfile.mkdtemp(prefix="task-runs-"))
+    for task in args.tasks:
+        made = record(task, base / task, overrides)
+        path = HERE / f"train-task-{task}.json"
+        path.write_text(json.dumps(made, indent=2) + "\n")
+        print(f"task={task}: {made['figure']} {made['final']:.4f} at the end, best "
+              f"{made['best']:.4f} (epoch {made['best_epoch']}), {made['wall_seconds']:.0f} s; "
+              f"{path}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
