@@ -160,4 +160,3 @@ def test_a_task_run_interrupted_mid_epoch_resumes_to_the_uninterrupted_weights_a
         assert [float(r[key]) for r in got] == pytest.approx(
             [float(r[key]) for r in exp], rel=1e-9
         ), key
-
