@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
@@ -29,6 +30,9 @@ from dali_pipes.errors import ConfigError, NameTaken
 T = TypeVar("T")
 
 _UNSET: Any = object()
+#: The package's registries by what they hold (those made by dali_pipes' own modules): what
+#: a worker process started afresh is given, so that it knows a plug-in's names too.
+_PACKAGE: dict[str, Registry[Any]] = {}
 
 
 def where(obj: Any) -> str:
@@ -134,6 +138,8 @@ class Registry(Mapping[str, T]):
         self.what = what
         self._describe = describe
         self._entries: dict[str, T] = {}
+        if str(sys._getframe(1).f_globals.get("__name__", "")).startswith("dali_pipes."):
+            _PACKAGE.setdefault(what, self)
 
     def register(self, name: str, entry: T, *, replace: bool = False) -> T:
         """Put ``entry`` under ``name``.
@@ -188,3 +194,29 @@ class Registry(Mapping[str, T]):
         finally:
             self._entries.clear()
             self._entries.update(saved)
+
+
+def plugin_modules() -> set[str]:
+    """The modules outside dali_pipes that defined entries of the package's registries (a
+    plug-in's ops, sources, auto-augment operations): what a process started afresh (not
+    forked) imports to know the same names. ``"__main__"`` stands for an entry whose
+    module cannot be told or imported by name."""
+    found: set[str] = set()
+    for registry in _PACKAGE.values():
+        for entry in registry._entries.values():
+            found |= {m for m in _defined_in(entry) if not m.startswith("dali_pipes")}
+    return found
+
+
+def _defined_in(entry: Any) -> set[str]:
+    """The modules that define ``entry``: a class's or a function's own, a :class:`Lazy`'s
+    target's, a record's fields' (a record of plain values: ``"__main__"``, unknown)."""
+    if isinstance(entry, Lazy):
+        return {entry.ref.partition(":")[0] if ":" in entry.ref else entry.ref.rpartition(".")[0]}
+    if isinstance(entry, type) or callable(entry):
+        return {str(getattr(entry, "__module__", None) or "__main__")}
+    if is_dataclass(entry):
+        inner = [_defined_in(getattr(entry, f.name)) for f in fields(entry)]
+        found = set().union(*inner) if inner else set()
+        return found or {"__main__"}
+    return set()

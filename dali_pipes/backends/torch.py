@@ -7,9 +7,10 @@ shared crop geometry (realised by :mod:`dali_pipes.augment.geometry_torch`) and 
 computes); batches travel as uint8 and are normalised in the main process, on a CUDA side
 stream when on a GPU. The workers are not forked from the training process, whose DALI
 and torch threads may be running: they start from a fresh interpreter
-(:func:`dali_pipes.runtime.pools.fresh_context`), with the caller's environment. A
-dataset that such an interpreter cannot rebuild (a source or op class defined in
-``__main__`` or a notebook) is forked instead, as ``DataLoader`` does by default.
+(:func:`dali_pipes.runtime.pools.fresh_context`), with the caller's environment and the
+names its registries hold. A dataset or a registered plug-in that such an interpreter
+cannot rebuild (a class defined in ``__main__`` or a notebook) is forked instead, as
+``DataLoader`` does by default.
 
 Decoding is always on the CPU here, so placement only decides where batches are handed over
 (:func:`dali_pipes.backends.base.loader_devices`): with a GPU output -- ``backend.device=gpu``, or
@@ -215,12 +216,13 @@ class TorchLoader(Loader):
                 "persistent_workers": opts.persistent_workers,
                 "prefetch_factor": opts.prefetch_factor,
             }
-            if importable_afresh(samples):
+            start = CallersEnvironment()
+            if start.portable and importable_afresh(samples):
                 # Not forked from this process, whose DALI and torch threads may be running
                 # (a fork of it is not safe): from a fresh interpreter that has imported
                 # this module (and torchvision's decoder) once.
                 extra["multiprocessing_context"] = fresh_context(WORKER_MODULES)
-                extra["worker_init_fn"] = CallersEnvironment()
+                extra["worker_init_fn"] = start
         self._loader = DataLoader(
             samples,
             batch_sampler=self._batches,

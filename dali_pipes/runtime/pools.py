@@ -15,7 +15,8 @@ anything: credentials or settings exported after the first pool (``AWS_*`` for a
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import importlib.machinery
 import io
 import os
 import pickle
@@ -24,6 +25,8 @@ from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from multiprocessing.pool import Pool
 from typing import Any
+
+from dali_pipes import registry
 
 
 def fresh_context(preload: Sequence[str]) -> Any:
@@ -66,28 +69,42 @@ def importable_afresh(obj: Any) -> bool:
 
 
 def _importable(name: str) -> bool:
-    """Whether the module ``name`` is found by name on the import path."""
+    """Whether a fresh interpreter with this import path finds the module ``name`` by name
+    (one imported from a folder no longer on the path, or made at run time, it does not)."""
     if name in ("__main__", "__mp_main__"):
         return False
-    module = sys.modules.get(name)
-    if module is not None:
-        return getattr(module, "__spec__", None) is not None
+    top = name.partition(".")[0]
+    if top in sys.builtin_module_names:
+        return True
     try:
-        return importlib.util.find_spec(name) is not None
+        return importlib.machinery.PathFinder.find_spec(top, sys.path) is not None
     except (ImportError, ValueError):
         return False
 
 
 class CallersEnvironment:
     """A DataLoader ``worker_init_fn`` for workers of :func:`fresh_context`: the worker
-    takes the environment its loader's caller had when this was made."""
+    takes the environment and import path its loader's caller had when this was made,
+    and imports the
+    modules of the plug-ins registered in the caller (their ops, sources and operations
+    register there again). :attr:`portable` says whether a fresh interpreter can."""
 
     def __init__(self) -> None:
         self.environ = dict(os.environ)
+        self.path = list(sys.path)  # where the caller finds its plug-ins now
+        self.modules = sorted(registry.plugin_modules())
+
+    @property
+    def portable(self) -> bool:
+        """Whether every plug-in module can be imported by name afresh."""
+        return all(_importable(name) for name in self.modules)
 
     def __call__(self, worker_id: int) -> None:
         os.environ.clear()
         os.environ.update(self.environ)
+        sys.path[:] = self.path
+        for name in self.modules:
+            importlib.import_module(name)
 
 
 def _start_worker(

@@ -97,7 +97,8 @@ def test_doctor_measures_a_detector_or_segmenter_fed_and_on_a_replayed_batch(
 ) -> None:
     """doctor's ceiling for data with boxes or masks is the loader's first batch replayed
     on the device (random pixels carry no targets); the fed rate is the task's own step."""
-    from dali_pipes.tools.doctor import run_doctor, summary
+    from dali_pipes.tools.doctor import run_doctor
+    from dali_pipes.tools.doctor_report import summary
 
     cfg = compose_config(
         [

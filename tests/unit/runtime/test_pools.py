@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import TESTS
 
-from dali_pipes import build_loader, compose_config
+from dali_pipes import build_loader, compose_config, registry
 from dali_pipes.backends import create_loader
 from dali_pipes.config.specs import loader_spec
-from dali_pipes.runtime.pools import fresh_pool, importable_afresh
+from dali_pipes.runtime.pools import CallersEnvironment, fresh_pool, importable_afresh
 
 
 def _read(name: str) -> str | None:
@@ -34,6 +35,9 @@ def test_a_pool_started_after_the_server_sees_the_environment_of_its_caller_now(
     monkeypatch.delenv(name)
     with fresh_pool(1, [__name__]) as pool:
         assert pool.apply(_read, (name,)) is None
+
+
+PLUGINS = TESTS / "plugins"
 
 
 class _Importable:
@@ -67,6 +71,8 @@ def test_the_torch_backends_workers_start_from_a_fresh_interpreter_unless_they_c
 ) -> None:
     """Workers of a dali_pipes source come from the forkserver, not from this process
     (whose threads a fork would copy in mid-step); a dataset it cannot rebuild is forked."""
+    # Plug-ins other tests of this process registered are another matter (below).
+    monkeypatch.setattr(registry, "plugin_modules", set)
     cfg = compose_config(["backend=torch", "backend.num_workers=1", "data.batch_size=4"])
     loader: Any
     with build_loader(cfg, "val") as loader:
@@ -89,3 +95,21 @@ def test_the_torch_backends_workers_start_from_a_fresh_interpreter_unless_they_c
         assert loader._loader.multiprocessing_context is None  # DataLoader's default: fork
         images, _ = next(iter(loader))
         assert images.shape[0] == 4
+
+
+def test_workers_import_the_callers_plug_ins_or_are_forked_when_a_fresh_one_cannot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in module registered in the caller is imported again by each worker (from
+    the caller's import path); one a fresh interpreter cannot find means a fork."""
+    monkeypatch.setattr(registry, "plugin_modules", lambda: {"custom_ops"})
+    cfg = compose_config(["backend=torch", "backend.num_workers=1", "data.batch_size=4"])
+    loader: Any
+    with build_loader(cfg, "val") as loader:  # not on the path: forked
+        assert loader._loader.multiprocessing_context is None
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    start = CallersEnvironment()
+    assert start.portable and start.modules == ["custom_ops"]
+    with build_loader(cfg, "val") as loader:
+        assert loader._loader.multiprocessing_context.get_start_method() == "forkserver"
+        next(iter(loader))

@@ -11,7 +11,8 @@ from helpers.launch import CPU, GPU0, cuda, synthetic_cfg
 from dali_pipes.backends.specs import DaliBackend, TorchBackend
 from dali_pipes.config.loaders import devices_of
 from dali_pipes.runtime.devices import Devices
-from dali_pipes.tools.doctor import Candidate, _pick, candidates, placement_table
+from dali_pipes.tools.doctor import Candidate, _pick, candidates
+from dali_pipes.tools.doctor_report import placement_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
