@@ -204,15 +204,15 @@ def plugin_modules() -> set[str]:
     found: set[str] = set()
     for registry in _PACKAGE.values():
         for entry in registry._entries.values():
-            found |= {m for m in _defined_in(entry) if not m.startswith("dali_pipes")}
+            found |= {m for m in _defined_in(entry) if m.partition(".")[0] != "dali_pipes"}
     return found
 
 
 def _defined_in(entry: Any) -> set[str]:
     """The modules that define ``entry``: a class's or a function's own, a :class:`Lazy`'s
     target's, a record's fields' (a record of plain values: ``"__main__"``, unknown)."""
-    if isinstance(entry, Lazy):
-        return {entry.ref.partition(":")[0] if ":" in entry.ref else entry.ref.rpartition(".")[0]}
+    if isinstance(entry, Lazy):  # named by "module:attr" until it is imported
+        return _defined_in(entry.get()) if entry.loaded else {entry.ref.partition(":")[0]}
     if isinstance(entry, type) or callable(entry):
         return {str(getattr(entry, "__module__", None) or "__main__")}
     if is_dataclass(entry):
