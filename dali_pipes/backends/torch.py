@@ -21,6 +21,7 @@ GPU's side stream, one batch ahead.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from functools import partial
 from typing import Any, NamedTuple
@@ -223,6 +224,8 @@ class TorchLoader(Loader):
                 # this module (and torchvision's decoder) once.
                 extra["multiprocessing_context"] = fresh_context(WORKER_MODULES)
                 extra["worker_init_fn"] = start
+            else:  # forked: each worker starts with torchvision's decoder imported here
+                importlib.import_module("torchvision.io")
         self._loader = DataLoader(
             samples,
             batch_sampler=self._batches,
