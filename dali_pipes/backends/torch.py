@@ -49,7 +49,12 @@ from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes
 from dali_pipes.runtime.distributed import cpu_share
-from dali_pipes.runtime.pools import CallersEnvironment, fresh_context, importable_afresh
+from dali_pipes.runtime.pools import (
+    CallersEnvironment,
+    crashes_print_their_stack,
+    fresh_context,
+    importable_afresh,
+)
 
 #: What the workers' interpreter imports once, before any worker starts.
 WORKER_MODULES = ("dali_pipes.backends.torch", "torchvision.io")
@@ -226,6 +231,7 @@ class TorchLoader(Loader):
                 extra["worker_init_fn"] = start
             else:  # forked: each worker starts with torchvision's decoder imported here
                 importlib.import_module("torchvision.io")
+                extra["worker_init_fn"] = crashes_print_their_stack
         self._loader = DataLoader(
             samples,
             batch_sampler=self._batches,

@@ -15,6 +15,7 @@ anything: credentials or settings exported after the first pool (``AWS_*`` for a
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.machinery
 import io
@@ -24,6 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from multiprocessing import get_context
 from multiprocessing.pool import Pool
+from pathlib import Path
 from typing import Any
 
 from dali_pipes import registry
@@ -68,18 +70,30 @@ def importable_afresh(obj: Any) -> bool:
     return all(_importable(name) for name in modules)
 
 
-def _importable(name: str) -> bool:
-    """Whether a fresh interpreter with this import path finds the module ``name`` by name
-    (one imported from a folder no longer on the path, or made at run time, it does not)."""
+def _importable(name: str, path: Sequence[str] | None = None) -> bool:
+    """Whether a fresh interpreter with this import path (or ``path``) finds the module
+    ``name`` by name (one made at run time, or ``__main__``, it does not)."""
     if name in ("__main__", "__mp_main__"):
         return False
     top = name.partition(".")[0]
     if top in sys.builtin_module_names:
         return True
     try:
-        return importlib.machinery.PathFinder.find_spec(top, sys.path) is not None
+        found = importlib.machinery.PathFinder.find_spec(top, list(path or sys.path))
     except (ImportError, ValueError):
         return False
+    return found is not None
+
+
+def _folder_of(name: str) -> str | None:
+    """The folder the imported module ``name``'s top-level package was found in (None
+    for a module without a file)."""
+    top = sys.modules.get(name.partition(".")[0])
+    where = getattr(top, "__file__", None)
+    if not where:
+        return None
+    path = Path(where)
+    return str(path.parent.parent if path.name == "__init__.py" else path.parent)
 
 
 class CallersEnvironment:
@@ -91,20 +105,33 @@ class CallersEnvironment:
 
     def __init__(self) -> None:
         self.environ = dict(os.environ)
-        self.path = list(sys.path)  # where the caller finds its plug-ins now
         self.modules = sorted(registry.plugin_modules())
+        # Where the caller finds its plug-ins: its import path, and the folder of a plug-in
+        # imported from one no longer on it.
+        self.path = list(sys.path)
+        for name in self.modules:
+            folder = None if _importable(name, self.path) else _folder_of(name)
+            if folder is not None:
+                self.path.append(folder)
 
     @property
     def portable(self) -> bool:
         """Whether every plug-in module can be imported by name afresh."""
-        return all(_importable(name) for name in self.modules)
+        return all(_importable(name, self.path) for name in self.modules)
 
     def __call__(self, worker_id: int) -> None:
+        crashes_print_their_stack(worker_id)
         os.environ.clear()
         os.environ.update(self.environ)
         sys.path[:] = self.path
         for name in self.modules:
             importlib.import_module(name)
+
+
+def crashes_print_their_stack(worker_id: int) -> None:
+    """A DataLoader ``worker_init_fn``: a worker killed by a signal (a segmentation fault)
+    prints its Python stack to stderr, which DataLoader otherwise loses."""
+    faulthandler.enable(all_threads=True)
 
 
 def _start_worker(

@@ -3,6 +3,7 @@ DataLoader workers."""
 
 import copy
 import dataclasses
+import importlib
 import os
 import sys
 import types
@@ -102,14 +103,24 @@ def test_workers_import_the_callers_plug_ins_or_are_forked_when_a_fresh_one_cann
 ) -> None:
     """A plug-in module registered in the caller is imported again by each worker (from
     the caller's import path); one a fresh interpreter cannot find means a fork."""
-    monkeypatch.setattr(registry, "plugin_modules", lambda: {"custom_ops"})
     cfg = compose_config(["backend=torch", "backend.num_workers=1", "data.batch_size=4"])
     loader: Any
-    with build_loader(cfg, "val") as loader:  # not on the path: forked
-        assert loader._loader.multiprocessing_context is None
+    made = types.ModuleType("made_at_run_time_too")  # no file: a fresh one cannot import it
+    monkeypatch.setitem(sys.modules, made.__name__, made)
+    monkeypatch.setattr(registry, "plugin_modules", lambda: {made.__name__})
+    with build_loader(cfg, "val") as loader:
+        assert loader._loader.multiprocessing_context is None  # forked
+    monkeypatch.setattr(registry, "plugin_modules", lambda: {"custom_ops"})
     monkeypatch.syspath_prepend(str(PLUGINS))
+    importlib.import_module("custom_ops")  # as the caller imported its plug-in
     start = CallersEnvironment()
     assert start.portable and start.modules == ["custom_ops"]
     with build_loader(cfg, "val") as loader:
         assert loader._loader.multiprocessing_context.get_start_method() == "forkserver"
         next(iter(loader))
+    # imported from a folder no longer on the path: its folder goes with the workers
+    monkeypatch.undo()
+    monkeypatch.setattr(registry, "plugin_modules", lambda: {"custom_ops"})
+    assert str(PLUGINS) not in sys.path and "custom_ops" in sys.modules
+    start = CallersEnvironment()
+    assert start.portable and str(PLUGINS) in start.path
