@@ -15,6 +15,7 @@ anything: credentials or settings exported after the first pool (``AWS_*`` for a
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import importlib.machinery
@@ -131,7 +132,8 @@ class CallersEnvironment:
 def crashes_print_their_stack(worker_id: int) -> None:
     """A DataLoader ``worker_init_fn``: a worker killed by a signal (a segmentation fault)
     prints its Python stack to stderr, which DataLoader otherwise loses."""
-    faulthandler.enable(all_threads=True)
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # a stderr without a file
+        faulthandler.enable(all_threads=True)
 
 
 def _start_worker(
