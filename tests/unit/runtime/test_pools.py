@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import importlib
 import os
+import subprocess
 import sys
 import types
 from typing import Any
@@ -124,3 +125,39 @@ def test_workers_import_the_callers_plug_ins_or_are_forked_when_a_fresh_one_cann
     assert str(PLUGINS) not in sys.path and "custom_ops" in sys.modules
     start = CallersEnvironment()
     assert start.portable and str(PLUGINS) in start.path
+
+
+_CRASHING_WORKER = """
+import ctypes, io, sys
+import torch
+from dali_pipes.runtime.pools import crashes_print_their_stack
+
+class Crashes(torch.utils.data.Dataset):
+    def __len__(self):
+        return 1
+    def __getitem__(self, index):
+        return ctypes.string_at(0)  # reads address 0: a segmentation fault
+
+sys.stderr = io.StringIO()  # as a test runner or a notebook leaves it: no file behind it
+loader = torch.utils.data.DataLoader(
+    Crashes(), num_workers=1, worker_init_fn=crashes_print_their_stack
+)
+try:
+    next(iter(loader))
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_a_worker_killed_by_a_segmentation_fault_prints_its_python_stack() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_WORKER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=TESTS.parent,
+        check=False,
+    )
+    assert "exited unexpectedly" in done.stdout, done.stdout + done.stderr
+    assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr
+    assert "in __getitem__" in done.stderr, done.stderr
