@@ -13,14 +13,12 @@ bound, so the accuracy and the loss do too).
 
 from __future__ import annotations
 
-import difflib
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import TESTS
+from helpers.reference_scripts import changed_lines, run_script, with_dataloader
 
 SCRIPT = TESTS / "probes" / "classification_reference.py"
 DATALOADER = {
@@ -57,34 +55,15 @@ def photo_classes(real_photos: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def torchvision_version(tmp_path: Path) -> Path:
     """The script with its loader lines put back to torch's DataLoader."""
-    lines = SCRIPT.read_text().splitlines(keepends=True)
-    swapped = []
-    for line in lines:
-        key = next((k for k in DATALOADER if line.strip().startswith(k)), None)
-        swapped.append(DATALOADER[key] if key else line)
-    out = tmp_path / "classification_torchvision.py"
-    out.write_text("".join(swapped))
-    return out
+    return with_dataloader(SCRIPT, DATALOADER, tmp_path / "classification_torchvision.py")
 
 
 def run(script: Path, root: Path, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(script), "--data-path", str(root), *SMALL, *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return run_script(script, root, [*SMALL, *args])
 
 
 def test_only_the_loader_lines_differ(tmp_path: Path) -> None:
-    theirs = torchvision_version(tmp_path).read_text().splitlines()
-    ours = SCRIPT.read_text().splitlines()
-    changed = [
-        line for line in difflib.unified_diff(ours, theirs, lineterm="", n=0)
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]  # fmt: skip
+    changed = changed_lines(SCRIPT, torchvision_version(tmp_path))
     assert len(changed) == 4 and all("data_loader" in line for line in changed), changed
 
 
