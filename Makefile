@@ -11,8 +11,8 @@ PEERS_STAMP := $(VENV)/.peers-stamp
 PEER_DEBS := libavutil57 libavcodec59 libavformat59 libavfilter8 libswscale6 \
 	libswresample4 libavdevice59 pkg-config libturbojpeg0-dev libopencv-dev
 
-.PHONY: setup train test test-quick test-cold lint gpu-test docs docs-serve browser clean peer-libs \
-	peers bench-peers
+.PHONY: setup train test test-quick test-cold lint gpu-test docs docs-serve browser jpegtran clean \
+	peer-libs peers bench-peers
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -64,7 +64,7 @@ define pytest_beside_mypy
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 endef
 
-test: $(STAMP) $(PEERS_STAMP) browser
+test: $(STAMP) $(PEERS_STAMP) browser jpegtran
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(call pytest_beside_mypy,--durations=15)
@@ -98,6 +98,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
 	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 	  chromium chromium-driver; }
+
+# libjpeg-turbo's jpegtran, with which `pack` stores JPEGs baseline (its tests need it).
+jpegtran:
+	@command -v jpegtran >/dev/null 2>&1 || \
+	{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	  libjpeg-turbo-progs; }
 
 gpu-test: $(STAMP)
 	$(BIN)/python -m pytest -m gpu $(ARGS)

@@ -99,10 +99,18 @@ class PackSpec:
     shard_size_mb: float = 256.0
     seed: int = 0
     overwrite: bool = False
+    baseline: bool = True  # JPEGs stored baseline with optimised tables (lossless; jpegtran)
+    max_side: int | None = None  # images stored at most this many pixels on their long side
+    quality: int = 95  # the JPEG quality of an image max_side resized
 
     def __post_init__(self) -> None:
         require(self.shard_size_mb > 0, "pack.shard_size_mb", self.shard_size_mb, "must be > 0")
         require(self.seed >= 0, "pack.seed", self.seed, "must be >= 0")
+        require(
+            self.max_side is None or self.max_side >= 16,
+            "pack.max_side", self.max_side, "must be null or >= 16",
+        )  # fmt: skip
+        require(1 <= self.quality <= 100, "pack.quality", self.quality, "must be in 1..100")
 
 
 #: The columns ``show`` can draw, one per loader: DALI on the GPU, DALI on the CPU, torch.

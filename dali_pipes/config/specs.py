@@ -10,6 +10,7 @@ ops), and a trainer node's ``_target_`` nodes are resolved and checked
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -28,6 +29,8 @@ from dali_pipes.data.storage import is_url
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.runtime.devices import output_device_for
 from dali_pipes.runtime.distributed import active, broadcast, ranks
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -151,8 +154,11 @@ def loader_spec(
         rank=where.rank if rank is None else rank,
         world_size=where.world_size if world_size is None else world_size,
     )
+    source = _open_once(data, split, shared=rank is None and world_size is None)
+    if train:
+        _warn_if_stored_smaller(source, augment)
     return LoaderSpec(
-        source=_open_once(data, split, shared=rank is None and world_size is None),
+        source=source,
         train=train,
         batch_size=data.batch_size,
         augment=augment,
@@ -163,6 +169,22 @@ def loader_spec(
         cache=data.cache,
         output_device=output_device,
     )
+
+
+def _warn_if_stored_smaller(source: Labelled, augment: AugmentSpec) -> None:
+    """One line when a pack stored its images smaller (``pack.max_side``) than the training
+    crop's output: every crop of them is then enlarged."""
+    stored = getattr(getattr(source, "layout", None), "max_side", None)
+    if stored is None or augment.own_sizes(True):  # images of their own sizes: no one crop
+        return
+    wanted = max(augment.out_shape(True))
+    if stored < wanted:
+        log.warning(
+            "%s stores images at most %d px on their long side (pack.max_side), less than "
+            "the %d px training crop: every crop is enlarged; pack again with "
+            "pack.max_side=%d or more",
+            getattr(source, "root", "the pack"), stored, wanted, wanted,
+        )  # fmt: skip
 
 
 def trainer_device(cfg: DictConfig) -> str:

@@ -114,13 +114,18 @@ class ShardSample:
 
 
 def write_shard(
-    storage: Storage, directory: str, number: int, samples: Sequence[ShardSample]
+    storage: Storage,
+    directory: str,
+    number: int,
+    samples: Sequence[ShardSample],
+    notes: dict[str, Any] | None = None,
 ) -> int:
     """Write one shard (tar, DALI index, sidecar), each file whole or not at all; return
     the tar's bytes.
 
     The sidecar goes last and records the tar's size, SHA-256 and MD5: a shard whose
-    sidecar exists and matches its tar is complete (:func:`complete_shards`). A failed
+    sidecar exists and matches its tar is complete (:func:`complete_shards`). ``notes``
+    go into the sidecar too (how ``pack`` stored the shard's images). A failed
     write (a full disk, a read-only folder, a refused upload) leaves no partial file
     behind and is one line.
     """
@@ -156,6 +161,7 @@ def write_shard(
         "md5": hashed.md5.hexdigest(),
         "labels": [s.label for s in samples],
         "sources": [s.source for s in samples],
+        **(notes or {}),
     }
     write_text(storage, meta_path, json.dumps(meta))
     return hashed.size
@@ -303,6 +309,8 @@ class ShardLayout:
     ids: np.ndarray | None = field(default=None, repr=False)
     #: bytes per ranged read of a shard in a bucket (``data.block_mb``)
     block_bytes: int = 8 * 2**20
+    #: the long side images were stored at, at most (``pack.max_side``; None: as they were)
+    max_side: int | None = None
 
     @property
     def on_disk(self) -> bool:
@@ -420,5 +428,6 @@ def open_split(
         shuffle_buffer,
         np.asarray(ids, np.int64),
         max(1, int(block_mb * 2**20)),
+        manifest.get("settings", {}).get("max_side"),
     )
     return names, np.asarray(labels, np.int64), list(manifest["classes"]), layout

@@ -59,6 +59,29 @@ def image_size(
 
 
 def _jpeg_size(buf: bytes | memoryview, path: str) -> tuple[int, int]:
+    _, h, w = _jpeg_frame(buf, path)
+    return h, w
+
+
+def jpeg_coding(data: bytes | memoryview) -> str | None:
+    """How a JPEG's frame is coded, from its start-of-frame marker: ``baseline`` (or
+    extended sequential, Huffman-coded), ``progressive``, ``arithmetic`` (sequential or
+    progressive) or ``lossless``; None for bytes that are not a JPEG with a frame header."""
+    if bytes(data[:2]) != b"\xff\xd8":
+        return None
+    try:
+        marker, _, _ = _jpeg_frame(data, "<bytes>")
+    except DataError:
+        return None
+    if marker in (0xC3, 0xC7, 0xCB, 0xCF):
+        return "lossless"
+    if marker >= 0xC8:
+        return "arithmetic"
+    return "progressive" if marker in (0xC2, 0xC6) else "baseline"
+
+
+def _jpeg_frame(buf: bytes | memoryview, path: str) -> tuple[int, int, int]:
+    """The start-of-frame marker of a JPEG and the height and width it gives."""
     pos, end = 2, len(buf)
     while pos + 1 < end:
         if buf[pos] != 0xFF:  # stray bytes between segments: libjpeg skips them too
@@ -80,7 +103,7 @@ def _jpeg_size(buf: bytes | memoryview, path: str) -> tuple[int, int]:
             if pos + 7 > end:
                 break
             h, w = struct.unpack(">HH", bytes(buf[pos + 3 : pos + 7]))
-            return h, w
+            return marker, h, w
         if length < 2:
             raise DataError(f"{path}: corrupt JPEG (segment length {length}); the file is broken")
         pos += length

@@ -55,8 +55,10 @@ from dali_pipes.data.shards import (
 from dali_pipes.data.specs import DataSpec, ShardData
 from dali_pipes.data.storage import Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
+from dali_pipes.image.baseline import JPEGTRAN_HINT, jpegtran
 from dali_pipes.image.decode import header_size
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
+from dali_pipes.tools.pack_store import Storing, Tally
 
 log = logging.getLogger("dali_pipes.pack")
 
@@ -201,6 +203,14 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
     """Pack ``cfg.data`` into tar shards with indices at ``cfg.out`` (a rerun finishes an
     interrupted pack and skips shards already complete); return the manifest."""
     spec, data, out = _settings(cfg)
+    tool = jpegtran() if spec.baseline else None
+    if spec.baseline and tool is None:
+        log.warning(
+            "jpegtran not found: JPEGs are packed as they are; to store them baseline "
+            "(decoded faster) %s, or set pack.baseline=false to silence this",
+            JPEGTRAN_HINT,
+        )
+    storing = Storing(tool, spec.max_side, spec.quality)
     storage = storage_for(out)
     splits, sources, names = _parts(data)
     shard_bytes = spec.shard_size_mb * 2**20
@@ -214,7 +224,7 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
     progress = _Progress()
     with tqdm(total=total, desc="pack", unit="img", disable=None) as bar:
         manifest_parts = {
-            part.name: _write_part(storage, out, part, data, resuming, progress, bar)
+            part.name: _write_part(storage, out, part, data, resuming, progress, bar, storing)
             for part in parts
         }
     manifest = {
@@ -226,6 +236,7 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
         "samples": total - len(progress.skipped),
         "skipped": progress.skipped,
         "settings": asdict(spec),
+        "stored": progress.tally.record() if storing.changes_files else None,
     }
     write_json(storage, join(out, MANIFEST), manifest)
     shards = sum(len(p.shards) for p in parts)
@@ -238,6 +249,8 @@ def run_pack(cfg: DictConfig) -> dict[str, Any]:
         )
     plural = "s" if shards != 1 else ""
     print(f"packed {total - len(progress.skipped)} samples into {shards} shard{plural} in {out}")
+    if storing.changes_files:
+        print(progress.tally.line(spec.max_side))
     return manifest
 
 
@@ -261,11 +274,13 @@ def _settings(cfg: DictConfig) -> tuple[PackSpec, DataSpec, str]:
 
 @dataclass
 class _Progress:
-    """What a pack run did: shards kept from an earlier run, shards written, files skipped."""
+    """What a pack run did: shards kept from an earlier run, shards written, files skipped,
+    and what storing changed in the images of every shard (kept ones say in their sidecar)."""
 
     kept: int = 0
     written: int = 0
     skipped: list[list[str]] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)  # what storing changed, in every shard
 
 
 def _write_part(
@@ -276,9 +291,10 @@ def _write_part(
     resuming: bool,
     progress: _Progress,
     bar: tqdm,
+    storing: Storing,
 ) -> dict[str, Any]:
     """Write the part's shards (keeping the complete ones of an earlier run of the same
-    plan); return its manifest entry."""
+    plan; each image stored as ``storing`` says); return its manifest entry."""
     directory = join(out, part.name)
     for stale in storage.remove_stale(directory):
         log.info("removed %s, left by a pack that was killed while writing it", stale)
@@ -288,12 +304,18 @@ def _write_part(
     for number, shard in enumerate(part.shards):
         if number in kept:
             progress.kept += 1
+            progress.tally.merge(kept[number].get("stored"))
         else:
             samples = [_load(part.source, i, data) for i in shard]
+            tally = Tally()
+            if storing.changes_files:
+                samples = storing.samples(samples, tally)
             progress.skipped += [
                 [part.source.name(i)] for i, s in zip(shard, samples, strict=True) if not s
             ]
-            write_shard(storage, directory, number, [s for s in samples if s is not None])
+            notes = {"stored": tally.record()} if storing.changes_files else None
+            write_shard(storage, directory, number, [s for s in samples if s is not None], notes)
+            progress.tally.merge(tally.record())
             progress.written += 1
         bar.update(len(shard))
         name = shard_name(number)

@@ -168,11 +168,13 @@ def test_a_pack_into_a_bucket_stopped_part_way_is_refused_then_resumed(
     real = pack_module.write_shard
     written: list[int] = []
 
-    def dies_after_two(storage: Any, directory: str, number: int, samples: Any) -> int:
+    def dies_after_two(
+        storage: Any, directory: str, number: int, samples: Any, notes: Any = None
+    ) -> int:
         if len(written) == 2:
             raise KeyboardInterrupt
         written.append(number)
-        return real(storage, directory, number, samples)
+        return real(storage, directory, number, samples, notes)
 
     with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
         patch.setattr(pack_module, "write_shard", dies_after_two)

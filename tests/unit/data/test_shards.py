@@ -221,12 +221,14 @@ def test_an_interrupted_pack_is_refused_by_readers_and_resumed_by_rerunning(
     real = pack_module.write_shard
     written: list[int] = []
 
-    def dies_after_two(storage: Any, directory: str, number: int, samples: Any) -> int:
+    def dies_after_two(
+        storage: Any, directory: str, number: int, samples: Any, notes: Any = None
+    ) -> int:
         if len(written) == 2:  # killed while writing the third shard
             (Path(directory) / f"shard-{number:06d}.tar.partial").write_bytes(b"half a shard")
             raise KeyboardInterrupt
         written.append(number)
-        return real(storage, directory, number, samples)
+        return real(storage, directory, number, samples, notes)
 
     monkeypatch.setattr(pack_module, "write_shard", dies_after_two)
     with pytest.raises(KeyboardInterrupt):
