@@ -10,7 +10,7 @@ per core (the ``decode`` candidate), the most any CPU loader can reach.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -129,11 +129,16 @@ def baseline(
     return epoch
 
 
-def _decode_worker(paths: list[str], images: int) -> float:
+def _decode_worker(files: list[str | bytes], images: int) -> float:
+    """Seconds to decode ``images`` images, cycling through ``files`` (paths, or the
+    images' bytes), held in memory first."""
     from torchvision.io import ImageReadMode, decode_image, read_file
 
     torch.set_num_threads(1)
-    blobs = [read_file(p) for p in paths]
+    blobs = [
+        read_file(f) if isinstance(f, str) else torch.frombuffer(bytearray(f), dtype=torch.uint8)
+        for f in files[:images]
+    ]
     start, done = time.perf_counter(), 0
     while done < images:
         for blob in blobs:
@@ -144,15 +149,18 @@ def _decode_worker(paths: list[str], images: int) -> float:
     return time.perf_counter() - start
 
 
-def decode_ceiling(paths: tuple[str, ...], cores: int, images: int, repeats: int) -> Measurement:
-    """Full libjpeg-turbo decodes per second with one process per core (files in memory)."""
-    result = Measurement("decode", note=f"full decodes, {cores} processes, files in RAM")
-    shards = [list(paths[i::cores]) for i in range(cores)]
+def decode_ceiling(
+    files: Sequence[str | bytes], cores: int, images: int, repeats: int, name: str = "decode"
+) -> Measurement:
+    """Full libjpeg-turbo decodes per second with one process per core, the images (file
+    paths, or their bytes: a pack's) in memory."""
+    result = Measurement(name, note=f"full decodes, {cores} processes, files in RAM")
+    shares = [list(files[i::cores]) for i in range(cores)]
     per = max(1, images // cores)
     with fresh_pool(cores, [__name__, "torchvision.io"]) as pool:
-        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shards])  # warm-up
+        pool.starmap(_decode_worker, [(s, min(per, 16)) for s in shares])  # warm-up
         for _ in range(repeats):
             start = time.perf_counter()
-            pool.starmap(_decode_worker, [(s, per) for s in shards])
+            pool.starmap(_decode_worker, [(s, per) for s in shares])
             result.rates.append(per * cores / (time.perf_counter() - start))
     return result

@@ -25,6 +25,7 @@ from dali_pipes.data.coco import CocoSource
 from dali_pipes.data.interface import Annotated, Source, local_paths_of
 from dali_pipes.data.sources import ShardSource, open_shards
 from dali_pipes.data.specs import ShardData
+from dali_pipes.errors import DataError
 from dali_pipes.runtime.devices import local_gpu
 from dali_pipes.tools.bench_baseline import baseline, decode_ceiling
 from dali_pipes.tools.bench_detection import detection_baseline
@@ -90,6 +91,18 @@ class BenchRun:
         result = self.loader(name, backend, source=shards)
         count = len(shards.layout.tars)
         result.note = f"{count} shard{'s' if count != 1 else ''} in {self.bench.shards}"
+        return result
+
+    def decode_packed(self) -> Measurement:
+        """The decode ceiling of the packed images (as ``pack`` stored them), for the same
+        number of images as the folder's."""
+        shards = packed(self.cfg, self.bench.shards)
+        count = min(len(shards), self.bench.min_images)
+        blobs = [b.tobytes() for b in shards.read(range(count)) if not isinstance(b, DataError)]
+        result = decode_ceiling(
+            blobs, self.cores, self.bench.min_images, self.bench.repeats, "decode-shards"
+        )
+        result.note += f", the images packed in {self.bench.shards}"
         return result
 
     def example(self, name: str, device_id: int | None) -> Measurement:
@@ -279,6 +292,11 @@ CANDIDATES: dict[str, Candidate] = {
                 lambda paths: decode_ceiling(paths, r.cores, r.bench.min_images, r.bench.repeats),
             ),
             default=True,
+        ),
+        Candidate(
+            "decode-shards",
+            "full libjpeg-turbo decodes of the packed images (bench.shards) on every core",
+            BenchRun.decode_packed,
         ),
         Candidate(
             "torch-shards",
