@@ -82,7 +82,7 @@ def main() -> None:
         "load_average_after": os.getloadavg(),
         "photos": str(args.photos),
         "settings": {**vars(args), "photos": str(args.photos), "out": str(args.out)},
-        "converted": manifests["baseline"]["baseline"],
+        "stored": manifests["baseline"]["stored"],
         "rates": rates,
         "median": {name: statistics.median(values) for name, values in rates.items()},
         "decode_rates": decode,
@@ -97,7 +97,7 @@ def main() -> None:
         print(f"| {kind} | {folder:.1f} | {as_is:.1f} | {baseline:.1f} | {baseline / folder:.2f} |")
     as_is, baseline = (report["decode_median"][d] for d in manifests)
     print(f"| full decode, {cores} cores | | {as_is:.1f} | {baseline:.1f} | |")
-    print(f"\nconverted: {report['converted']}")
+    print(f"\nstored: {report['stored']}")
     print(f"load average before {load_before}, after {report['load_average_after']}")
 
 
