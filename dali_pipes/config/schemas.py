@@ -49,6 +49,8 @@ class BenchSpec:
     out: str = "outputs/bench/bench.json"
     #: a pack of the same data for the *-shards candidates; packed there first if absent
     shards: str = "outputs/bench/shards"
+    #: the pack.max_side of the *-max-side candidates' pack (bench.shards + "-max-side-N")
+    max_side: int = 512
     #: where the ffcv peer keeps its .beton conversions of the data (made there if absent)
     beton: str = "outputs/bench/beton"
 
@@ -57,6 +59,7 @@ class BenchSpec:
         require(self.repeats >= 1, "bench.repeats", self.repeats, "must be >= 1")
         require(self.min_images >= 1, "bench.min_images", self.min_images, "must be >= 1")
         require(self.warmup_images >= 0, "bench.warmup_images", self.warmup_images, ">= 0")
+        require(self.max_side >= 16, "bench.max_side", self.max_side, "must be >= 16")
 
 
 @dataclass(frozen=True)

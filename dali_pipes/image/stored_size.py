@@ -10,8 +10,8 @@ The resize is the project's own antialiased linear filter
 (:func:`~dali_pipes.image.resample.resize_window`, DALI's ``fn.resize``), so a stored
 image is what the loaders' own resize of the whole image would give; it is then encoded
 as a baseline JPEG at ``quality`` with full-resolution chroma (4:4:4; libjpeg-turbo,
-through Pillow). This is not lossless: the pack records ``max_side`` and ``quality``, and reading a pack warns when the
-training crop asks for more pixels than were stored.
+through Pillow). This is not lossless: the pack records ``max_side`` and ``quality``, and
+reading a pack warns when the training crop asks for more pixels than were stored.
 """
 
 from __future__ import annotations

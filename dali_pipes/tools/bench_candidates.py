@@ -85,24 +85,32 @@ class BenchRun:
             result.note = f"decoded once in {built:.1f} s before timing"
         return result
 
-    def on_shards(self, name: str, backend: BackendSpec) -> Measurement:
-        """A loader over the same data packed into shards (packed first if absent)."""
-        shards = packed(self.cfg, self.bench.shards)
+    def pack(self, max_side: bool) -> tuple[str, ShardSource]:
+        """Where the bench's data is packed, and its train split: ``bench.shards``, or with
+        ``max_side`` that path with ``-max-side-N`` added, stored at most
+        ``bench.max_side`` pixels on the long side (each packed first if absent)."""
+        where = self.bench.shards
+        if not max_side:
+            return where, packed(self.cfg, where)
+        where = f"{where}-max-side-{self.bench.max_side}"
+        return where, packed(self.cfg, where, self.bench.max_side)
+
+    def on_shards(self, name: str, backend: BackendSpec, max_side: bool = False) -> Measurement:
+        """A loader over the same data packed into shards (:meth:`pack`)."""
+        where, shards = self.pack(max_side)
         result = self.loader(name, backend, source=shards)
         count = len(shards.layout.tars)
-        result.note = f"{count} shard{'s' if count != 1 else ''} in {self.bench.shards}"
+        result.note = f"{count} shard{'s' if count != 1 else ''} in {where}"
         return result
 
-    def decode_packed(self) -> Measurement:
-        """The decode ceiling of the packed images (as ``pack`` stored them), for the same
-        number of images as the folder's."""
-        shards = packed(self.cfg, self.bench.shards)
+    def decode_packed(self, name: str, max_side: bool = False) -> Measurement:
+        """The decode ceiling of the packed images (as ``pack`` stored them, :meth:`pack`),
+        for the same number of images as the folder's."""
+        where, shards = self.pack(max_side)
         count = min(len(shards), self.bench.min_images)
         blobs = [b.tobytes() for b in shards.read(range(count)) if not isinstance(b, DataError)]
-        result = decode_ceiling(
-            blobs, self.cores, self.bench.min_images, self.bench.repeats, "decode-shards"
-        )
-        result.note += f", the images packed in {self.bench.shards}"
+        result = decode_ceiling(blobs, self.cores, self.bench.min_images, self.bench.repeats, name)
+        result.note += f", the images packed in {where}"
         return result
 
     def example(self, name: str, device_id: int | None) -> Measurement:
@@ -217,15 +225,16 @@ class Candidate:
     default: bool = False
 
 
-def packed(cfg: DictConfig, where: str) -> ShardSource:
-    """The train split of the bench's data, packed at ``where`` (packed now if absent)."""
+def packed(cfg: DictConfig, where: str, max_side: int | None = None) -> ShardSource:
+    """The train split of the bench's data, packed at ``where`` (packed now if absent, with
+    ``pack.max_side`` if given)."""
     from dali_pipes.data.shards import MANIFEST
     from dali_pipes.tools.pack import run_pack
 
     if not (Path(where) / MANIFEST).exists():
         log.info("packing the data into %s for the *-shards candidates", where)
         pack_cfg = OmegaConf.create({"data": cfg.data, "out": where, "pack": {}})
-        pack_cfg.pack = OmegaConf.structured(PackSpec)
+        pack_cfg.pack = OmegaConf.structured(PackSpec(max_side=max_side))
         run_pack(pack_cfg)
     return open_shards(ShardData(root=where), "train")
 
@@ -296,7 +305,30 @@ CANDIDATES: dict[str, Candidate] = {
         Candidate(
             "decode-shards",
             "full libjpeg-turbo decodes of the packed images (bench.shards) on every core",
-            BenchRun.decode_packed,
+            lambda r: r.decode_packed("decode-shards"),
+        ),
+        Candidate(
+            "dali-cpu-max-side",
+            "DALI on the CPU over the data packed at most bench.max_side px on the long side",
+            lambda r: r.on_shards("dali-cpu-max-side", r.backend("dali", "cpu"), max_side=True),
+        ),
+        Candidate(
+            "torch-max-side",
+            "the torch backend over the data packed at most bench.max_side px",
+            lambda r: r.on_shards(
+                "torch-max-side", r.torch_backend(num_workers=r.workers), max_side=True
+            ),
+        ),
+        Candidate(
+            "dali-gpu-max-side",
+            "DALI on the GPU over the data packed at most bench.max_side px",
+            lambda r: r.on_shards("dali-gpu-max-side", r.backend("dali", "gpu"), max_side=True),
+            gpu=True,
+        ),
+        Candidate(
+            "decode-max-side",
+            "full libjpeg-turbo decodes of the images packed at most bench.max_side px",
+            lambda r: r.decode_packed("decode-max-side", max_side=True),
         ),
         Candidate(
             "torch-shards",

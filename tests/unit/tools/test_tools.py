@@ -80,17 +80,23 @@ def test_bench_compares_folder_shards_and_cache_on_the_same_data(
             "bench.warmup_images=4",
             "bench.min_images=17",
             "bench.workers=1",
-            "bench.candidates=[dali-cpu,dali-cpu-shards,torch-shards,decode-shards,cache-ram,cache-gpu]",
+            "bench.candidates=[dali-cpu,dali-cpu-shards,torch-shards,decode-shards,"
+            "dali-cpu-max-side,decode-max-side,cache-ram,cache-gpu]",
             f"bench.shards={shards}",
+            "bench.max_side=20",
             f"bench.out={tmp_path / 'bench.json'}",
         ],
         config_name="bench",
     )
     rows = {r["name"]: r for r in run_bench(cfg)["results"]}
     assert (shards / "dataset.json").exists(), "the data was packed for the shard candidates"
-    for name in ("dali-cpu", "dali-cpu-shards", "torch-shards", "decode-shards", "cache-ram"):
+    measured = ["dali-cpu", "dali-cpu-shards", "torch-shards", "decode-shards", "cache-ram"]
+    for name in [*measured, "dali-cpu-max-side", "decode-max-side"]:
         assert rows[name]["images_per_s_median"] > 0, name
     assert "the images packed in" in rows["decode-shards"]["note"]
+    smaller = Path(f"{shards}-max-side-20")  # the same data stored at most 20 px
+    assert json.loads((smaller / "dataset.json").read_text())["settings"]["max_side"] == 20
+    assert str(smaller) in rows["dali-cpu-max-side"]["note"]
     assert re.match(r"1 shard in |\d+ shards in ", rows["torch-shards"]["note"])
     assert "decoded once" in rows["cache-ram"]["note"]
     if not torch.cuda.is_available():
