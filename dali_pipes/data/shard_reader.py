@@ -120,8 +120,7 @@ class ShardReader:
         with self._lock:
             if self._blocks is None:
                 lay, size = self.layout, self.layout.block_bytes
-                mean = float(lay.size.mean()) if len(lay.size) else 0.0
-                window = max(lay.shuffle_buffer, 1) * mean
+                window = max(lay.shuffle_buffer, 1) * _stride(lay)
                 capacity = 2 * math.ceil(window / size) + 4  # two windows, and their edges
                 self._blocks = BlockCache(capacity)
             return self._blocks
@@ -166,6 +165,15 @@ class ShardReader:
             self._ends = ends
         ranges = [(lay.tars[s], b * size, int(min(size, ends[s] - b * size))) for s, b in blocks]
         return self.storage.read_ranges(ranges)
+
+
+def _stride(layout: ShardLayout) -> float:
+    """The mean bytes from one sample to the next in a shard: its image, and the tar
+    headers and class member between (for small images, most of the stride)."""
+    same = layout.shard[1:] == layout.shard[:-1]
+    if same.any():
+        return float(np.diff(layout.offset)[same].mean())
+    return float(layout.size.mean()) if len(layout.size) else 0.0
 
 
 def _view(blob: bytes, start: int, length: int | np.integer) -> np.ndarray:
