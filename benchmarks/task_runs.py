@@ -5,8 +5,12 @@ with the machine, versions, date, command and commit to ``benchmarks/train-task-
     python benchmarks/task_runs.py                    # both tasks
     python benchmarks/task_runs.py segmentation       # one
     python benchmarks/task_runs.py detection --out /tmp/runs -- seed=1
+    python benchmarks/task_runs.py detection --nproc 2 -- data.batch_size=4
 
-Overrides after ``--`` go to every run (the record names them).
+Overrides after ``--`` go to every run (the record names them). ``--nproc N`` runs the job
+under ``torchrun --standalone --nproc_per_node=N`` (DDP on the CPU: gloo) and writes
+``train-task-<task>-ddp<N>.json``; with ``data.batch_size`` divided by N the global batch,
+the learning rate and the steps per epoch are the single process's.
 """
 
 from __future__ import annotations
@@ -27,9 +31,16 @@ HERE = Path(__file__).resolve().parent
 HEADLINE = {"detection": "val_map", "segmentation": "val_miou"}
 
 
-def record(task: str, out: Path, overrides: list[str]) -> dict[str, object]:
-    """Run the task's default job into ``out`` and return its record."""
-    command = [sys.executable, "-m", "dali_pipes.train", f"task={task}", *overrides]
+def record(task: str, out: Path, overrides: list[str], nproc: int = 1) -> dict[str, object]:
+    """Run the task's default job into ``out`` (under torchrun with ``nproc`` > 1) and
+    return its record."""
+    launcher = [sys.executable, "-m", "dali_pipes.train"]
+    shown = ["python -m dali_pipes.train"]
+    if nproc > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        launcher += [f"--nproc_per_node={nproc}", "-m", "dali_pipes.train"]
+        shown = [f"torchrun --standalone --nproc_per_node={nproc} -m dali_pipes.train"]
+    command = [*launcher, f"task={task}", *overrides]
     started = time.perf_counter()
     done = subprocess.run([*command, f"output_dir={out}"], capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -41,7 +52,8 @@ def record(task: str, out: Path, overrides: list[str]) -> dict[str, object]:
     values = [float(r[figure]) for r in rows]  # type: ignore[arg-type]
     return {
         **environment(),
-        "command": " ".join(["python -m dali_pipes.train", f"task={task}", *overrides]),
+        "command": " ".join([*shown, f"task={task}", *overrides]),
+        "processes": nproc,
         "task": task,
         "figure": figure,
         "final": values[-1],
@@ -64,12 +76,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="*", default=list(HEADLINE), choices=list(HEADLINE))
     parser.add_argument("--out", type=Path, default=None, help="runs' folder (default: temp)")
+    parser.add_argument("--nproc", type=int, default=1, help="processes (torchrun) per run")
     args, overrides = parser.parse_known_args()
     overrides = [o for o in overrides if o != "--"]
     base = args.out or Path(tempfile.mkdtemp(prefix="task-runs-"))
     for task in args.tasks:
-        made = record(task, base / task, overrides)
-        path = HERE / f"train-task-{task}.json"
+        made = record(task, base / task, overrides, args.nproc)
+        path = HERE / f"train-task-{task}{f'-ddp{args.nproc}' if args.nproc > 1 else ''}.json"
         path.write_text(json.dumps(made, indent=2) + "\n")
         print(f"task={task}: {made['figure']} {made['final']:.4f} at the end, best "
               f"{made['best']:.4f} (epoch {made['best_epoch']}), {made['wall_seconds']:.0f} s; "
