@@ -26,12 +26,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from parquet_vs_folder import machine  # the same provenance as the other data benches
+from s3_vs_disk import epoch_rate  # the same timing as the other data benches
 
-from dali_pipes import build_loader, compose_config
+from dali_pipes import compose_config
 from dali_pipes.tools.pack import run_pack
 
 KINDS = ("torch", "dali-cpu")
@@ -41,21 +41,6 @@ def packed(root: Path, out: Path, max_side: int) -> dict[str, object]:
     """``root`` packed at ``out`` with ``pack.max_side``; the pack's manifest."""
     overrides = ["data=folder", f"data.root={root}", f"out={out}", f"pack.max_side={max_side}"]
     return run_pack(compose_config(overrides, config_name="pack"))
-
-
-def epoch_rate(kind: str, data: str, root: Path, epochs: int) -> float:
-    """Images/s over ``epochs`` timed epochs of batch 8 after a warm-up one."""
-    backend = kind.partition("-")[0]
-    overrides = [f"data={data}", f"data.root={root}", "data.batch_size=8", "data.drop_last=false"]
-    overrides += [f"backend={backend}", "backend.device=cpu", "augment=imagenet"]
-    with build_loader(compose_config(overrides), "train") as loader:
-        for _ in loader:
-            pass
-        n, start = 0, time.perf_counter()
-        for epoch in range(1, epochs + 1):
-            loader.set_epoch(epoch)
-            n += sum(len(labels) for _, labels in loader)
-        return n / (time.perf_counter() - start)
 
 
 def accuracy(data: str, root: Path, seed: int, epochs: int, out: Path) -> float:
@@ -87,10 +72,12 @@ def main() -> None:
         "photos": packed(args.photos, work / "photos", args.max_side)["stored"],
     }
     rates: dict[str, list[float]] = {f"{k}/{d}": [] for k in KINDS for d in ("folder", "pack")}
+    large = work / "large"
     for _ in range(args.repeats):
         for kind in KINDS:
-            rates[f"{kind}/folder"].append(epoch_rate(kind, "folder", args.large, args.epochs))
-            rates[f"{kind}/pack"].append(epoch_rate(kind, "shards", work / "large", args.epochs))
+            for name, data, root in (("folder", "folder", args.large), ("pack", "shards", large)):
+                rate = epoch_rate(kind, data, str(root), args.epochs, 8, "data.drop_last=false")
+                rates[f"{kind}/{name}"].append(rate)
     top1: dict[str, list[float]] = {"folder": [], "pack": []}
     for seed in range(args.seeds):
         for name, data, root in (

@@ -33,16 +33,19 @@ from dali_pipes.tools import provenance
 from dali_pipes.tools.pack import run_pack
 
 
-def epoch_rate(kind: str, data: str, root: str, epochs: int = 2) -> float:
-    """Images/s over ``epochs`` timed epochs after a warm-up one."""
+def epoch_rate(
+    kind: str, data: str, root: str, epochs: int = 2, batch_size: int = 32, *extra: str
+) -> float:
+    """Images/s over ``epochs`` timed epochs after a warm-up one (``extra``: overrides)."""
     backend, _, _ = kind.partition("-")
     overrides = [
         f"data={data}",
         f"data.root={root}",
-        "data.batch_size=32",
+        f"data.batch_size={batch_size}",
         f"backend={backend}",
         "backend.device=cpu",
         "augment=imagenet",
+        *extra,
     ]
     with build_loader(compose_config(overrides), "train") as loader:
         for _ in loader:
