@@ -80,7 +80,7 @@ def test_batches_of_a_baseline_pack_equal_those_of_the_files_packed_as_they_are(
 
     def batches(out: Path) -> list[tuple[torch.Tensor, torch.Tensor]]:
         cfg = compose_config(
-            ["data=shards", f"data.root={out}", "data.batch_size=16", f"backend={backend}",
+            ["data=shards", f"data.root={out}", "data.batch_size=4", f"backend={backend}",
              "backend.device=cpu", "augment=randaugment", "augment.train.crop.size=96"]
         )  # fmt: skip
         with build_loader(cfg, "train") as loader:
