@@ -20,6 +20,7 @@ is, so a bad file meets the data's bad-file policy exactly as before packing.
 
 from __future__ import annotations
 
+import io
 import shutil
 import struct
 import subprocess
@@ -98,43 +99,16 @@ def _same_pixels(original: bytes, rewritten: bytes, path: str) -> bool:
 
 
 def exif_orientation(data: bytes) -> int | None:
-    """The EXIF orientation (1-8) of a JPEG, None when it has none or it cannot be read."""
-    for payload in _app1_segments(data):
-        if not payload.startswith(b"Exif\0\0"):
-            continue
-        tiff = payload[6:]
-        order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
-        if order is None or len(tiff) < 8:
-            return None
-        (ifd,) = struct.unpack(order + "I", tiff[4:8])
-        if ifd + 2 > len(tiff):
-            return None
-        (count,) = struct.unpack(order + "H", tiff[ifd : ifd + 2])
-        for k in range(count):
-            entry = tiff[ifd + 2 + 12 * k : ifd + 14 + 12 * k]
-            if len(entry) < 12:
-                return None
-            tag, kind = struct.unpack(order + "HH", entry[:4])
-            if tag == _ORIENTATION_TAG and kind == 3:  # SHORT
-                (value,) = struct.unpack(order + "H", entry[8:10])
-                return value if 1 <= value <= 8 else None
-        return None
-    return None
+    """The EXIF orientation (1-8) of a JPEG, None when it has none or it cannot be read
+    (Pillow reads the header only; nothing is decoded)."""
+    from PIL import Image, UnidentifiedImageError
 
-
-def _app1_segments(data: bytes) -> list[bytes]:
-    """The payloads of the APP1 segments before the first scan."""
-    found = []
-    pos = 2
-    while pos + 4 <= len(data) and data[pos] == 0xFF:
-        marker = data[pos + 1]
-        if marker == 0xDA:  # start of scan: no more header segments
-            break
-        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
-        if marker == 0xE1:
-            found.append(data[pos + 4 : pos + 2 + length])
-        pos += 2 + length
-    return found
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            value = image.getexif().get(_ORIENTATION_TAG)
+    except (OSError, ValueError, SyntaxError, UnidentifiedImageError, Image.DecompressionBombError):
+        return None  # not an image Pillow reads, or a header claiming absurd sizes
+    return value if isinstance(value, int) and 1 <= value <= 8 else None
 
 
 def with_orientation(jpeg: bytes, orientation: int | None) -> bytes:

@@ -136,3 +136,9 @@ def test_the_corner_files_jpegtran_rewrites_keep_their_pixels(tool: str, tmp_pat
         # orientation 1 is the default: written or not, the same
         assert (exif_orientation(done.data) or 1) == (exif_orientation(data) or 1), path
     assert rewritten > 0
+
+
+def test_an_orientation_is_not_read_from_a_header_claiming_absurd_sizes() -> None:
+    frame = b"\xff\xc0\x00\x11\x08\xff\xff\xff\xff\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01"
+    assert exif_orientation(b"\xff\xd8" + frame + b"\xff\xd9") is None  # 65535 x 65535
+    assert exif_orientation(b"not an image") is None
