@@ -177,6 +177,8 @@ class LoaderSpec:
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
     cache: str | None = None  # ram | gpu: decode once (dali_pipes.backends.cache.ram)
+    #: The cache's images at most this many pixels on their long side (None: their own size).
+    cache_max_side: int | None = None
     #: Where batches are handed over (the model's device: ``trainer.device``), when that is
     #: not where they are made (``backend.device``): e.g. "cuda:0" for DALI CPU decoding
     #: feeding a GPU model. None: where they are made.

@@ -156,7 +156,7 @@ def loader_spec(
     )
     source = _open_once(data, split, shared=rank is None and world_size is None)
     if train:
-        _warn_if_stored_smaller(source, augment)
+        _warn_if_stored_smaller(source, augment, data)
     return LoaderSpec(
         source=source,
         train=train,
@@ -167,23 +167,33 @@ def loader_spec(
         on_error=data.on_error,
         max_pixels=data.max_pixels,
         cache=data.cache,
+        cache_max_side=data.cache_max_side,
         output_device=output_device,
     )
 
 
-def _warn_if_stored_smaller(source: Labelled, augment: AugmentSpec) -> None:
-    """One line when a pack stored its images smaller (``pack.max_side``) than the training
+def _warn_if_stored_smaller(source: Labelled, augment: AugmentSpec, data: DataSpec) -> None:
+    """One line when a pack stored its images smaller (``pack.max_side``), or the
+    decode-once cache holds them smaller (``data.cache_max_side``), than the training
     crop's output: every crop of them is then enlarged."""
-    stored = getattr(getattr(source, "layout", None), "max_side", None)
-    if stored is None or augment.own_sizes(True):  # images of their own sizes: no one crop
+    if augment.own_sizes(True):  # images of their own sizes: no one crop
         return
     wanted = max(augment.out_shape(True))
-    if stored < wanted:
+    root = getattr(source, "root", "the pack")
+    packed = getattr(getattr(source, "layout", None), "max_side", None)
+    if packed is not None and packed < wanted:
         log.warning(
             "%s stores images at most %d px on their long side (pack.max_side), less than "
             "the %d px training crop: every crop is enlarged; pack again with "
             "pack.max_side=%d or more",
-            getattr(source, "root", "the pack"), stored, wanted, wanted,
+            root, packed, wanted, wanted,
+        )  # fmt: skip
+    cached = data.cache_max_side
+    if cached is not None and cached < wanted:
+        log.warning(
+            "data.cache_max_side=%d holds the images of %s smaller than the %d px training "
+            "crop: every crop is enlarged; set data.cache_max_side=%d or more",
+            cached, root, wanted, wanted,
         )  # fmt: skip
 
 

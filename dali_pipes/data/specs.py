@@ -39,6 +39,9 @@ class DataSpec:
     are left out of the dataset before sharding. ``read_timeout`` (seconds) bounds each
     file's read: a read past it (a stalled mount) is a bad file under ``on_error``; from a
     bucket, a request silent for a quarter of it is sent again (:mod:`dali_pipes.data.s3`).
+    ``cache`` decodes the split once and augments it from memory every epoch;
+    ``cache_max_side`` holds each image there at most that many pixels on its long side
+    (:mod:`dali_pipes.image.stored_size`), for photos far larger than the training crop.
     """
 
     #: Whether the data has images to decode (False: labels alone, which only a backend
@@ -53,6 +56,7 @@ class DataSpec:
     max_pixels: int = DEFAULT_MAX_PIXELS
     exclude: str | None = None
     cache: str | None = None
+    cache_max_side: int | None = None
     read_timeout: float = DEFAULT_READ_TIMEOUT
 
     @classmethod
@@ -65,6 +69,10 @@ class DataSpec:
     def __post_init__(self) -> None:
         require(self.batch_size >= 1, "data.batch_size", self.batch_size, "must be >= 1")
         require(self.cache in CACHES, "data.cache", self.cache, "choose null, ram or gpu")
+        if self.cache_max_side is not None:
+            side = ("data.cache_max_side", self.cache_max_side)
+            require(self.cache_max_side >= 1, *side, "must be >= 1, or null for full size")
+            require(self.cache is not None, *side, "set data.cache=ram or gpu, or remove it")
         require(self.on_error in ON_ERROR, "data.on_error", self.on_error, f"choose {ON_ERROR}")
         require(self.max_pixels >= 1, "data.max_pixels", self.max_pixels, "must be >= 1")
         require(self.read_timeout > 0, "data.read_timeout", self.read_timeout, "must be > 0")

@@ -6,6 +6,11 @@ and it gives the same pixels every time. :class:`DecodedImages` decodes the spli
 decode; all cores) into host memory or onto a GPU, as uint8 ``[3, H, W]`` (torch's layout,
 ``data.cache=ram``) or ``[H, W, 3]`` (DALI's, ``data.cache=gpu``).
 
+With ``data.cache_max_side`` each image is held at most that many pixels on its long side
+(:func:`~dali_pipes.image.stored_size.fitted`, the pack's stored size), resized once
+after its decode: the copy is smaller, and so is every crop's resize. The augmentation
+draws its windows from the sizes held, so every backend crops the same held image alike.
+
 Before decoding, the decoded size is added up from the image headers and checked against
 free memory (host or GPU), so a dataset that does not fit is refused in one line instead
 of running the machine out of memory.
@@ -35,6 +40,7 @@ from dali_pipes.data.interface import Source, images_of
 from dali_pipes.data.substitutes import Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes, header_size
+from dali_pipes.image.stored_size import fitted, stored_shape
 from dali_pipes.runtime.distributed import cpu_share, ranks
 
 log = logging.getLogger("dali_pipes.data")
@@ -118,7 +124,8 @@ class DecodedImages:
         """What makes two ranks' decoded copies equal: the samples and how they are decoded."""
         spec = self.spec
         names = (source.name(i) for i in range(len(source)))
-        text = "\0".join([source.root, str(spec.max_pixels), spec.on_error, *names])
+        how = [str(spec.max_pixels), str(spec.cache_max_side), spec.on_error]
+        text = "\0".join([source.root, *how, *names])
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _decode_shared(self, source: Source, group: NodeGroup) -> list[torch.Tensor | None]:
@@ -167,7 +174,7 @@ class DecodedImages:
             )
 
     def _shapes(self, source: Source, indices: range) -> list[Shape | None]:
-        """Each image's decoded shape from its header (None: unreadable, reported when
+        """Each image's shape as held, from its header (None: unreadable, reported when
         decoding)."""
         shapes: list[Shape | None] = []
         for i, blob in zip(indices, source.read(list(indices)), strict=True):
@@ -176,8 +183,16 @@ class DecodedImages:
             except DataError:
                 shapes.append(None)
                 continue
+            if self.spec.cache_max_side is not None:
+                h, w = stored_shape(h, w, self.spec.cache_max_side)
             shapes.append((3, h, w))
         return shapes
+
+    def _held(self, blob: Blob, name: str) -> torch.Tensor:
+        """The image in ``blob`` decoded, as the cache holds it (``data.cache_max_side``)."""
+        image = decode_bytes(blob, name, self.spec.max_pixels)
+        side = self.spec.cache_max_side
+        return image if side is None else fitted(image, side)
 
     def _decode_chunk(self, source: Source, indices: range) -> list[torch.Tensor | None]:
         torch.set_num_threads(1)
@@ -186,7 +201,7 @@ class DecodedImages:
             name = source.name(i)
             image = self.policy.attempt(
                 name,
-                lambda: decode_bytes(blob, name, self.spec.max_pixels),  # noqa: B023 (run here)
+                lambda: self._held(blob, name),  # noqa: B023 (run here)
                 lambda n, exc: self.bad.add(n, exc, count=False),
             )
             if image is None:
@@ -208,7 +223,7 @@ class DecodedImages:
             path = source.name(i)
             self.policy.attempt(  # each lambda is called before the loop moves on
                 path,
-                lambda: _fill_slot(blob, path, slot(i), self.spec.max_pixels),  # noqa: B023
+                lambda: _fill_slot(self._held(blob, path), path, slot(i)),  # noqa: B023
                 lambda _, exc: failed.__setitem__(i, str(exc)),  # noqa: B023
             )
         return failed
@@ -245,11 +260,10 @@ def cached_batch(
     return keep
 
 
-def _fill_slot(blob: Blob, path: str, target: np.ndarray | None, max_pixels: int) -> bool:
-    """Decode ``blob`` into ``target``, its slot of the node's shared copy (True), or raise
-    the one-line error naming ``path`` (a slot missing or of another size: the file changed
-    since its header was read)."""
-    image = decode_bytes(blob, path, max_pixels)
+def _fill_slot(image: torch.Tensor, path: str, target: np.ndarray | None) -> bool:
+    """Put the decoded ``image`` into ``target``, its slot of the node's shared copy
+    (True), or raise the one-line error naming ``path`` (a slot missing or of another size:
+    the file changed since its header was read)."""
     if target is None or target.shape != image.shape:
         said = "no size" if target is None else "x".join(map(str, target.shape))
         raise DataError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -234,3 +235,103 @@ def test_dali_iterator_from_config_refuses_a_cache_it_would_ignore(identity_tree
     cfg = compose_config(["data=folder", f"data.root={identity_tree}", "data.cache=ram"])
     with pytest.raises(ConfigError, match=r"build_loader"):
         DALIIterator.from_config(cfg)
+
+
+# ------------------------------------------------------------ data.cache_max_side
+
+#: Below some of the real photos' long sides (1280, 681, 680 px) and at or above the rest's.
+MAX_SIDE = 640
+
+
+@pytest.fixture(scope="module")
+def held_copy(real_photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real photos as ``data.cache_max_side=MAX_SIDE`` holds them, written losslessly
+    (PNG, the same names otherwise, so the same ImageFolder order): each one decoded and
+    then fitted within ``MAX_SIDE``."""
+    from PIL import Image
+
+    from dali_pipes.image.decode import decode
+    from dali_pipes.image.stored_size import fitted
+
+    out = tmp_path_factory.mktemp("held")
+    for path in sorted(real_photos.glob("*/*.jpg")):
+        image = fitted(decode(str(path)), MAX_SIDE).permute(1, 2, 0).numpy()
+        (out / path.parent.name).mkdir(exist_ok=True)
+        Image.fromarray(image).save(out / path.parent.name / f"{path.stem}.png")
+    return out
+
+
+def test_a_cache_max_side_holds_each_image_fitted_within_it(real_photos: Path) -> None:
+    from dali_pipes.image.decode import decode
+
+    with loader(real_photos, "data.cache=ram", f"data.cache_max_side={MAX_SIDE}") as cache:
+        source = cache.spec.source
+        resized = 0
+        for i, held in enumerate(cache.images):
+            original = decode(source.name(i))
+            h, w = original.shape[-2:]
+            assert max(held.shape[-2:]) == min(MAX_SIDE, max(h, w))
+            assert abs(held.shape[-2] / held.shape[-1] - h / w) < 0.01
+            if max(h, w) <= MAX_SIDE:
+                assert torch.equal(held, original)
+            resized += max(h, w) > MAX_SIDE
+        assert 0 < resized < len(cache.images)
+
+
+def test_a_ram_cache_with_a_max_side_gives_the_torch_backends_batches_of_the_fitted_images(
+    real_photos: Path, held_copy: Path
+) -> None:
+    common = ["augment.train.crop.size=64"]
+    side = f"data.cache_max_side={MAX_SIDE}"
+    with (
+        loader(real_photos, *common, "data.cache=ram", side) as cache,
+        loader(held_copy, *common, "backend=torch", "backend.num_workers=0") as ref,
+    ):
+        for n in (0, 1):
+            a, b = epoch(cache, n), epoch(ref, n)
+            assert torch.equal(a[1], b[1]) and torch.equal(a[0], b[0])
+
+
+def test_the_gpu_caches_dali_graph_with_a_max_side_gives_dalis_batches_of_the_fitted_images(
+    real_photos: Path, held_copy: Path
+) -> None:
+    common = ["augment.train.crop.size=64", "backend.device=cpu"]
+    side = f"data.cache_max_side={MAX_SIDE}"
+    with (
+        dali_cached(real_photos, *common, "data.cache=gpu", side) as cache,
+        loader(held_copy, *common, "backend=dali") as ref,
+    ):
+        for n in (0, 1):
+            a, b = epoch(cache, n), epoch(ref, n)
+            assert torch.equal(a[1], b[1]) and torch.equal(a[0], b[0])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.cache_max_side=512"], r"data\.cache_max_side=512 .* set data\.cache=ram or gpu"),
+        (["data.cache=ram", "data.cache_max_side=0"], r"data\.cache_max_side=0 .* must be >= 1"),
+    ],
+)
+def test_a_cache_max_side_without_a_cache_or_below_one_is_refused(
+    identity_tree: Path, overrides: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        loader(identity_tree, *overrides)
+
+
+def test_a_cache_max_side_below_the_training_crop_is_warned_once(
+    identity_tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def warned(side: int) -> list[str]:
+        caplog.clear()
+        with (
+            caplog.at_level(logging.WARNING),
+            loader(identity_tree, "data.cache=ram", f"data.cache_max_side={side}"),
+        ):
+            pass
+        return [r.getMessage() for r in caplog.records if "cache_max_side" in r.getMessage()]
+
+    [warning] = warned(SIZE - 1)
+    assert f"data.cache_max_side={SIZE - 1}" in warning and f"{SIZE} or more" in warning
+    assert warned(SIZE) == []
