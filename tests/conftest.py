@@ -158,6 +158,23 @@ def real_photos() -> Path:
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_plug_in_left_that_workers_cannot_import() -> Iterator[None]:
+    """A test file leaves no plug-in registered that a fresh interpreter cannot import
+    (one defined in a module made at run time). After one, the torch backend's workers of
+    every later test on this xdist worker would be forked from the test process, with its
+    threads, instead of started from the forkserver (dali_pipes.runtime.pools)."""
+    from dali_pipes.runtime.pools import CallersEnvironment
+
+    portable = CallersEnvironment().portable
+    yield
+    left = CallersEnvironment()
+    assert left.portable or not portable, (
+        f"plug-in modules left registered that workers cannot import: {left.modules}; "
+        "register them inside a registry's restored() block"
+    )
+
+
 @pytest.fixture(autouse=True)
 def _no_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts as a plain single process, whatever launched pytest."""

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from torchvision.datasets import ImageFolder
 
 from dali_pipes import DALIIterator, compose_config
+from dali_pipes.data.registry import SOURCES
 
 PAGE = REPO / "docs" / "how-to" / "own-source.md"
 KINDS = ["torch", "dali-cpu", "synthetic", pytest.param("dali-gpu", marks=gpu)]
@@ -42,11 +43,13 @@ def example_code(page: Path = PAGE) -> str:
 
 @pytest.fixture(scope="module")
 def example() -> Iterator[types.ModuleType]:
-    """The page's example as a module (importable by name, so its classes pickle)."""
+    """The page's example as a module (importable by name, so its classes pickle); its
+    ``data=csv`` is unregistered after this file's tests, with the module."""
     module = types.ModuleType("own_source_example")
     sys.modules[module.__name__] = module
-    exec(compile(example_code(), str(PAGE), "exec"), module.__dict__)
-    yield module
+    with SOURCES.restored():
+        exec(compile(example_code(), str(PAGE), "exec"), module.__dict__)
+        yield module
     del sys.modules[module.__name__]
 
 
