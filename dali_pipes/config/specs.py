@@ -175,12 +175,14 @@ def loader_spec(
 def _warn_if_stored_smaller(source: Labelled, augment: AugmentSpec, data: DataSpec) -> None:
     """One line when a pack stored its images smaller (``pack.max_side``), or the
     decode-once cache holds them smaller (``data.cache_max_side``), than the training
-    crop's output: every crop of them is then enlarged."""
-    if augment.own_sizes(True):  # images of their own sizes: no one crop
-        return
-    wanted = max(augment.out_shape(True))
-    root = getattr(source, "root", "the pack")
+    crop's output (the largest view's, for a split with views): every crop of them is then
+    enlarged."""
     packed = getattr(getattr(source, "layout", None), "max_side", None)
+    cached = data.cache_max_side
+    if (packed is None and cached is None) or augment.own_sizes(True):  # no one crop size
+        return
+    wanted = max(max(view.size(0)) for view in augment.views(True).pipelines)
+    root = getattr(source, "root", "the pack")
     if packed is not None and packed < wanted:
         log.warning(
             "%s stores images at most %d px on their long side (pack.max_side), less than "
@@ -188,7 +190,6 @@ def _warn_if_stored_smaller(source: Labelled, augment: AugmentSpec, data: DataSp
             "pack.max_side=%d or more",
             root, packed, wanted, wanted,
         )  # fmt: skip
-    cached = data.cache_max_side
     if cached is not None and cached < wanted:
         log.warning(
             "data.cache_max_side=%d holds the images of %s smaller than the %d px training "

@@ -335,3 +335,16 @@ def test_a_cache_max_side_below_the_training_crop_is_warned_once(
     [warning] = warned(SIZE - 1)
     assert f"data.cache_max_side={SIZE - 1}" in warning and f"{SIZE} or more" in warning
     assert warned(SIZE) == []
+
+
+def test_with_views_the_largest_views_crop_is_the_one_a_cache_max_side_is_held_against(
+    identity_tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    views = ["augment=dino", "augment.train.crop.size=48", "augment.train.views.local.crop.size=24"]
+    with (
+        caplog.at_level(logging.WARNING),
+        loader(identity_tree, *views, "data.cache=ram", "data.cache_max_side=40"),
+    ):
+        pass
+    [warning] = [r.getMessage() for r in caplog.records if "cache_max_side" in r.getMessage()]
+    assert "48 px training crop" in warning
