@@ -14,6 +14,12 @@ its info string:
   the output of the nearest block before it that runs, shown to the reader;
 - anything else (``diff``, ``yaml`` without a title, ...): shown only.
 
+In the tests (``warm=True``), a page's ``python -m dali_pipes.<command>`` lines run in
+processes forked from one interpreter that imported the project once for the page
+(:mod:`warm_python`): the same command, arguments, folder and environment, without the
+seconds of imports each one would repeat. ``DALI_PIPES_DOCS_COLD=1`` runs every command
+in a new interpreter, as ``scripts/docs_outputs.py`` always does.
+
 An image with ``data-from="<path>"`` (``![...](../img/x.png){ data-from="outputs/show/show.png" }``)
 is a picture a block wrote at that path of the working folder.
 
@@ -179,17 +185,35 @@ def environment(folder: Path | None = None) -> dict[str, str]:
     return env
 
 
-def run_page(page: Path, folder: Path, timeout: float = 600) -> list[Ran]:
+def run_page(page: Path, folder: Path, timeout: float = 600, warm: bool = True) -> list[Ran]:
     """Run ``page``'s blocks in order in ``folder`` (written files written, shown-only
-    blocks left); the first that fails raises :class:`BlockFailed` naming it."""
-    return run_blocks(blocks(page), folder, timeout)
+    blocks left); the first that fails raises :class:`BlockFailed` naming it. ``warm``:
+    its ``python -m dali_pipes.<command>`` lines from a warm interpreter (see above)."""
+    return run_blocks(blocks(page), folder, timeout, warm)
 
 
-def run_blocks(found: list[Block], folder: Path, timeout: float = 600) -> list[Ran]:
+def run_blocks(
+    found: list[Block], folder: Path, timeout: float = 600, warm: bool = False
+) -> list[Ran]:
     """Run a page's blocks (:func:`run_page`), read once by the caller."""
+    env = environment(folder)
+    if not warm or os.environ.get("DALI_PIPES_DOCS_COLD") == "1" or not _any_command(found):
+        return _run_in(found, folder, timeout, env)
+    from warm_python import WarmPython
+
+    with WarmPython(env, folder) as server:
+        env["PATH"] = f"{server.bin}{os.pathsep}{env['PATH']}"
+        return _run_in(found, folder, timeout, env)
+
+
+def _any_command(found: list[Block]) -> bool:
+    """Whether a block runs Python (then a warm interpreter saves its imports)."""
+    return any(b.runs and (RUN[b.lang] == "python" or "python " in b.code) for b in found)
+
+
+def _run_in(found: list[Block], folder: Path, timeout: float, env: dict[str, str]) -> list[Ran]:
     import time
 
-    env = environment(folder)
     ran = []
     for block in found:
         if block.file:
@@ -199,8 +223,8 @@ def run_blocks(found: list[Block], folder: Path, timeout: float = 600) -> list[R
             continue
         if not block.runs:
             continue
-        if RUN[block.lang] == "python":
-            command = [sys.executable, "-c", block.code]
+        if RUN[block.lang] == "python":  # the PATH's python: warm, when a page has one
+            command = ["python", "-c", block.code]
         else:
             command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
         start = time.monotonic()

@@ -1,0 +1,267 @@
+"""``python -m dali_pipes.<command>`` without paying the imports again: a warm interpreter.
+
+A docs page runs its commands as a reader would, each in a new process. Most of one
+command's time on a small machine is start-up: importing torch, DALI and dali_pipes, and
+torch's compiler stack, which the first optimizer imports. A warm interpreter imports
+them once per page; each ``python -m dali_pipes.<command>`` of the page is then a process
+forked from it, with the command's own arguments, working directory, environment and
+standard streams, run as ``python -m`` runs a module, and ended as an interpreter ends
+(threads joined, ``atexit`` handlers run). ``python -c CODE`` and ``python SCRIPT.py``
+go the same way; anything else (other flags, ``torchrun``) runs the real interpreter.
+
+Pieces: :class:`WarmPython` starts the server (``serve``) and writes a ``python`` shim
+into a folder to put first on ``PATH``; the shim hands matching command lines to
+:func:`client`, which passes its streams to the server over a Unix socket, relays
+``SIGINT``/``SIGTERM``/``SIGHUP`` to the command and exits with its status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+#: What the server imports before it forks commands (what they import first anyway).
+PRELOAD = (
+    "dali_pipes",
+    "dali_pipes.config.cli",
+    "dali_pipes.train.run",
+    "torch._dynamo",
+    "torchvision.io",
+    "nvidia.dali",
+)
+#: The commands the shim sends to the server: ``python -m`` of these modules, ``python -c
+#: CODE`` and ``python SCRIPT.py``.
+MODULES = "dali_pipes."
+#: Seconds a command waits for the server's socket to appear.
+START_TIMEOUT = 120.0
+_RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class WarmPython:
+    """A warm interpreter for commands run with ``env`` (the page's environment) in
+    ``cwd`` (where the server starts too, so that it imports what they would), and the
+    folder of its ``python`` shim (:attr:`bin`, to put first on ``PATH``). Stop it with
+    :meth:`close` (a context manager)."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="warm-"))  # short: a socket path <108
+        self.socket = self.folder / "s"
+        self.bin = self.folder / "bin"
+        self.bin.mkdir()
+        real = sys.executable
+        here = Path(__file__).resolve()
+        shim = self.bin / "python"
+        shim.write_text(
+            "#!/bin/sh\n"
+            f'case "$1 $2" in "-m {MODULES}"*|"-c "*|*.py" "*|*.py) warm=1;; *) warm=;; esac\n'
+            'if [ -n "$warm" ]; then\n'
+            f"  exec {shlex.quote(real)} -I -S {shlex.quote(str(here))} "
+            f'{shlex.quote(str(self.socket))} "$@"\n'
+            "fi\n"
+            f'exec {shlex.quote(real)} "$@"\n'
+        )
+        shim.chmod(0o755)
+        (self.bin / "python3").symlink_to("python")
+        code = f"import sys; sys.path.insert(0, {str(here.parent)!r}); import warm_python; "
+        code += f"warm_python.serve({str(self.socket)!r})"
+        self.server = subprocess.Popen(
+            [real, "-c", code],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.server.pid, signal.SIGKILL)  # the server and any command left
+        self.server.wait()
+        for path in (self.bin / "python3", self.bin / "python", self.socket):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.bin.rmdir()
+            self.folder.rmdir()
+
+    def __enter__(self) -> WarmPython:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------- server
+
+
+def serve(path: str) -> None:
+    """Listen on ``path``, import :data:`PRELOAD`, then fork one process per request."""
+    import importlib
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)  # clients wait in the backlog while the imports run
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the request processes reap themselves
+    while True:
+        conn, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _request(conn)  # never returns
+        conn.close()
+
+
+def _request(conn: socket.socket) -> None:
+    """One request: fork the command, tell the client its pid, relay its exit status."""
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)  # the fds come with the head
+        size = struct.unpack("!I", data[:4])[0]
+        message = data[4:] + _exactly(conn, size - len(data) + 4)
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _command(request, fds)  # never returns
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(f"{pid}\n".encode())
+        threading.Thread(target=_kill_when_gone, args=(conn, pid), daemon=True).start()
+        _, raw = os.waitpid(pid, 0)
+        conn.sendall(f"{os.waitstatus_to_exitcode(raw)}\n".encode())
+    finally:
+        os._exit(0)
+
+
+def _kill_when_gone(conn: socket.socket, pid: int) -> None:
+    """The client went away (killed, timed out) before the command ended: end it too."""
+    with contextlib.suppress(OSError):
+        while conn.recv(1):
+            pass
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _command(request: dict[str, Any], fds: list[int]) -> None:
+    """Become ``python -m MODULE ARGS`` (or ``-c CODE``, or ``SCRIPT``): the client's
+    streams, folder, environment and arguments, then the code run as ``__main__``, then an
+    interpreter's exit."""
+    import atexit
+    import builtins
+    import random
+    import runpy
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    random.seed()  # a fresh interpreter's own seeds, not the server's
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    for number in _RELAYED:
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        signal.signal(number, default)
+    main = sys.modules["__main__"].__dict__  # a fresh interpreter's, not the server's
+    main.clear()
+    main.update(__name__="__main__", __builtins__=builtins, __doc__=None, __spec__=None)
+    flag, rest = request["argv"][1], request["argv"][2:]
+    code = 0
+    try:
+        if flag == "-m":  # python -m MODULE ARGS
+            sys.argv, sys.path[0] = list(rest), request["cwd"]
+            runpy._run_module_as_main(rest[0])  # type: ignore[attr-defined]  # as -m does
+        elif flag == "-c":  # python -c CODE ARGS
+            sys.argv, sys.path[0] = ["-c", *rest[1:]], ""
+            exec(compile(rest[0], "<string>", "exec"), main)
+        else:  # python SCRIPT ARGS
+            sys.argv = [flag, *rest]
+            sys.path[0] = os.path.dirname(os.path.abspath(flag))
+            runpy.run_path(flag, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException:  # what the interpreter prints and returns for an uncaught one
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # as at an interpreter's exit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    """The status ``sys.exit(code)`` gives: an integer as it is, None 0, else 1 (printed)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the warm interpreter's client went away")
+        data += chunk
+    return data
+
+
+# ---------------------------------------------------------------------------- client
+
+
+def client(path: str, argv: list[str]) -> int:
+    """Run ``python ARGV`` in the server at ``path``, with this process's streams, folder
+    and environment; relay signals to it; return its exit status."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:  # the server binds its socket a moment after it starts
+        try:
+            conn.connect(path)
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    message = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    socket.send_fds(conn, [struct.pack("!I", len(message)) + message], [0, 1, 2])
+    reply = conn.makefile("r")
+    pid = int(reply.readline())
+
+    def relay(number: int, _: object) -> None:
+        os.kill(pid, number)
+
+    for number in _RELAYED:
+        signal.signal(number, relay)
+    line = reply.readline()
+    return int(line) if line.strip() else 1
+
+
+def main() -> None:
+    """The shim's entry: ``warm_python.py SOCKET -m MODULE ARGS`` (or ``-c``, a script)."""
+    status = client(sys.argv[1], ["python", *sys.argv[2:]])
+    if status < 0:  # killed by a signal: end the same way, as the shell expects
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    sys.exit(status)
+
+
+if __name__ == "__main__":
+    main()
