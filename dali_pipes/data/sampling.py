@@ -43,9 +43,16 @@ class RankSampler:
     spec: SamplingSpec
 
     @property
+    def epoch_length(self) -> int:
+        """Samples in an epoch's order, before it is padded and dealt out to the ranks:
+        every item once here; a sampler that draws (:mod:`dali_pipes.data.weighted`) says
+        how many it draws."""
+        return self.num_items
+
+    @property
     def num_samples(self) -> int:
         """Samples this rank reads per epoch (the same on every rank)."""
-        return self._share(self.num_items)
+        return self._share(self.epoch_length)
 
     def _share(self, count: int) -> int:
         """One rank's share of ``count`` samples: DistributedSampler's rule (with
@@ -55,7 +62,7 @@ class RankSampler:
 
     def remaining(self, start: int) -> int:
         """Samples this rank reads of an epoch of which ``start`` were already consumed."""
-        return self._share(max(self.num_items - start, 0))
+        return self._share(max(self.epoch_length - start, 0))
 
     def order(self, epoch: int) -> np.ndarray:
         """The epoch order of all samples (before padding and dealing out): f(seed, epoch)."""
@@ -75,6 +82,12 @@ class RankSampler:
         if total > len(rest):
             rest = np.concatenate([rest, np.resize(order, total - len(rest))])
         return rest[self.spec.rank : total : self.spec.world_size].astype(np.int64)
+
+    def repeats(self, epoch: int, start: int = 0) -> np.ndarray:
+        """For each of :meth:`indices`' samples, the how-manieth time its sample comes in
+        the epoch (0: the first): what makes a repeat's augmentation draws its own. Each
+        sample comes once here (the padding repeats the head's draws, as before)."""
+        return np.zeros(self.remaining(start), np.int64)
 
     def num_batches(self, batch_size: int, start: int = 0) -> int:
         """Batches this rank yields (from ``start``: see :meth:`indices`)."""
@@ -106,10 +119,11 @@ class RankSampler:
         """Raise unless this sampler can continue an epoch of which ``start`` samples were
         consumed by ``world_size`` ranks, cutting the rest into batches of ``batch_size``:
         for files any world and batch size can (see the module docstring)."""
-        if not 0 <= start <= self.num_items:
+        if not 0 <= start <= self.epoch_length:
+            size = self.epoch_length
+            bound = f"num_items={size}" if size == self.num_items else f"{size} drawn per epoch"
             raise ConfigError(
-                f"loader state samples_seen={start} is invalid: must be in "
-                f"[0, num_items={self.num_items}]"
+                f"loader state samples_seen={start} is invalid: must be in [0, {bound}]"
             )
 
 
