@@ -24,7 +24,9 @@ from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.backends.targets import check_targets
 from dali_pipes.data.interface import Rejects
 from dali_pipes.data.policy import BadFiles, warn_drop
-from dali_pipes.data.sampling import RankSampler, StreamSampler, sampler_for
+from dali_pipes.data.samplers import rank_sampler
+from dali_pipes.data.sampling import RankSampler, StreamSampler
+from dali_pipes.data.specs import SamplerSpec
 from dali_pipes.errors import ConfigError, DataError, DeviceError
 from dali_pipes.runtime.devices import resolve_devices
 
@@ -102,12 +104,19 @@ class EpochPlan:
     ``first``: the epoch's batch number of ``batches[0]`` (non-zero when resuming).
     ``positions``: each sample's slot in the epoch order, cut like ``batches``: what a
     substitute for a bad file is drawn for (:mod:`dali_pipes.data.substitutes`).
+    ``repeats``: each sample's earlier draws in the epoch, cut like ``batches`` (empty: a
+    sampler that visits each sample once), so that a repeat draws its own augmentation.
     """
 
     epoch: int
     batches: list[np.ndarray]
     first: int = 0
     positions: list[np.ndarray] = field(default_factory=list)
+    repeats: list[np.ndarray] = field(default_factory=list)
+
+    def repeats_of(self, k: int) -> np.ndarray | None:
+        """Batch ``k``'s repeat numbers (None: every sample's first draw)."""
+        return self.repeats[k] if self.repeats else None
 
 
 def plan_epoch(
@@ -116,7 +125,12 @@ def plan_epoch(
     """``sampler``'s :class:`EpochPlan` of ``epoch`` after the first ``start`` samples of its
     order (``first``: the epoch's batch number of the plan's first batch)."""
     batches = sampler.batches(epoch, batch_size, start)
-    return EpochPlan(epoch, batches, first, sampler.batch_positions(batch_size, start))
+    positions = sampler.batch_positions(batch_size, start)
+    repeats = sampler.repeats(epoch, start)
+    if not repeats.any():
+        return EpochPlan(epoch, batches, first, positions)
+    cut = [repeats[k * batch_size : (k + 1) * batch_size] for k in range(len(batches))]
+    return EpochPlan(epoch, batches, first, positions, cut)
 
 
 @dataclass
@@ -158,7 +172,9 @@ class Loader(DataLoaderAttributes, ABC):
         self.policy = spec.policy
         #: This rank's order (:mod:`dali_pipes.data.sampling`); :attr:`sampler` is its
         #: ``DistributedSampler`` face.
-        self.rank_sampler = sampler_for(spec.source, spec.sampling)
+        self.rank_sampler = rank_sampler(
+            spec.source, spec.sampling, spec.sampler if spec.train else SamplerSpec()
+        )
         # What the next ``iter`` runs: the epoch, the samples of its order already consumed
         # (across all ranks) and the epoch's batch number of its first batch.
         self._next_epoch = 0
@@ -328,6 +344,9 @@ class Loader(DataLoaderAttributes, ABC):
 
     @property
     def _sampler_kind(self) -> str:
+        name = self.spec.sampler.name if self.spec.train else "default"
+        if name != "default":
+            return name
         return "shards" if isinstance(self.rank_sampler, StreamSampler) else "files"
 
     def __iter__(self) -> Iterator[Batch]:
@@ -390,8 +409,8 @@ _STATE_IDENTITY = {
     "num_items": "the state belongs to another dataset or split; load it into a loader over "
     "the saved one",
     "shuffle": "the state belongs to another split; load it into a loader of the saved split",
-    "sampler": "files and packed shards are read in different orders; load it into a loader "
-    "over the saved data format",
+    "sampler": "files and packed shards, and each sampling=, are read in different orders; "
+    "load it into a loader over the saved data format, with the saved sampling",
 }
 
 

@@ -45,6 +45,7 @@ from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec, TorchBackend
 from dali_pipes.backends.targets import Moved, batch_targets, moved_sample
 from dali_pipes.data.interface import Annotated, images_of, mask_fill, misfit
+from dali_pipes.data.sampling import draw_ids
 from dali_pipes.data.substitutes import Filled, Slot
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.decode import Blob, decode_bytes
@@ -59,7 +60,7 @@ from dali_pipes.runtime.pools import (
 #: What the workers' interpreter imports once, before any worker starts.
 WORKER_MODULES = ("dali_pipes.backends.torch", "torchvision.io")
 
-Key = tuple[int, int, int]  # (sample index, epoch, slot position): what the dataset is handed
+Key = tuple[int, int, int, int]  # (sample index, epoch, slot position, repeat): what it is handed
 Failed = tuple[tuple[str, str], ...]  # (path, reason) of the bad files a sample met
 
 
@@ -97,18 +98,18 @@ class _Samples(Dataset[_Sample]):
 
     def __getitems__(self, keys: list[Key]) -> list[_Sample]:
         """A whole batch at once: a packed dataset reads neighbouring samples in one call."""
-        blobs = self.source.read([index for index, _, _ in keys])
+        blobs = self.source.read([key[0] for key in keys])
         return [self._sample(key, blob) for key, blob in zip(keys, blobs, strict=True)]
 
     def _sample(self, key: Key, blob: Blob) -> _Sample:
-        index, epoch, position = key
+        index, epoch, position, repeat = key
         failed: list[tuple[str, str]] = []
         # A bad sample's slot: a substitute (skip), or nothing.
         filled: Filled[_Made] | None = self.policy.fill(
             index,
-            self._augmented(index, blob, epoch, failed),
+            self._augmented(index, blob, epoch, failed, repeat),
             Slot(epoch, position, len(self.source)),
-            lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed),
+            lambda i: self._augmented(i, self.source.read([i])[0], epoch, failed, repeat),
             self.source.name,
         )
         if filled is None:
@@ -116,7 +117,7 @@ class _Samples(Dataset[_Sample]):
         return _Sample(filled.found, int(self.labels[filled.index]), tuple(failed))
 
     def _augmented(
-        self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]]
+        self, index: int, blob: Blob, epoch: int, failed: list[tuple[str, str]], repeat: int
     ) -> _Made | None:
         """Sample ``index`` decoded once and augmented (each view cut from the one decode),
         with its objects for data with targets; None (added to ``failed``, sent back to the
@@ -129,7 +130,7 @@ class _Samples(Dataset[_Sample]):
         )
         if image is None:
             return None
-        ids = self.source.identity([index])
+        ids = draw_ids(self.source.identity([index]), repeat)
         sample = None if self.annotated is None else self.annotated.targets(index)
         boxes = None if sample is None else Boxes.of_samples([(sample.boxes, sample.labels)])
         draws = self.views.draw([image.shape[-2:]], ids, self.seed, epoch, boxes)
@@ -158,7 +159,7 @@ class _Samples(Dataset[_Sample]):
 
 
 class _PlannedBatches(Sampler[list[Key]]):
-    """Batches of (index, epoch, position) keys of the epoch plan set just before
+    """Batches of (index, epoch, position, repeat) keys of the epoch plan set just before
     iteration."""
 
     def __init__(self, num_batches: int) -> None:
@@ -167,8 +168,13 @@ class _PlannedBatches(Sampler[list[Key]]):
 
     def __iter__(self) -> Iterator[list[Key]]:
         plan = self.plan
-        for batch, where in zip(plan.batches, plan.positions, strict=True):
-            yield [(int(i), plan.epoch, int(p)) for i, p in zip(batch, where, strict=True)]
+        for k, (batch, where) in enumerate(zip(plan.batches, plan.positions, strict=True)):
+            repeats = plan.repeats_of(k)
+            again = [0] * len(batch) if repeats is None else repeats.tolist()
+            yield [
+                (int(i), plan.epoch, int(p), r)
+                for i, p, r in zip(batch.tolist(), where.tolist(), again, strict=True)
+            ]
 
     def __len__(self) -> int:
         return self.num_batches

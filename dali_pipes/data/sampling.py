@@ -212,6 +212,20 @@ class StreamSampler(RankSampler):
             )
 
 
+def draw_ids(identity: np.ndarray, repeats: np.ndarray | int | None) -> np.ndarray:
+    """What samples' augmentation is drawn from: their identity, and for a sample drawn
+    again in the same epoch (:meth:`RankSampler.repeats`) its repeat number above it, so
+    each repeat draws anew while a first draw stays what it always was."""
+    ids = np.asarray(identity, np.int64)
+    if repeats is None:
+        return ids
+    return ids + (np.asarray(repeats, np.int64) << np.int64(REPEAT_SHIFT))
+
+
+#: Bits of a draw id below a sample's repeat number (identities are indices, far below).
+REPEAT_SHIFT = 32
+
+
 def sampler_for(source: Labelled, spec: SamplingSpec) -> RankSampler:
     """DistributedSampler order for independent samples; the streaming order for a source
     read in blocks."""

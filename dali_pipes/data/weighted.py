@@ -71,11 +71,7 @@ class WeightedSampler(RankSampler):
         return drawn.numpy().astype(np.int64)
 
     def repeats(self, epoch: int, start: int = 0) -> np.ndarray:
-        order = self.order(epoch)
-        total = start + self.remaining(start) * self.spec.world_size
-        padded = order if total <= len(order) else np.resize(order, total)
-        earlier = _earlier(padded[:total])
-        return earlier[start + self.spec.rank : total : self.spec.world_size].astype(np.int64)
+        return counted_repeats(self, epoch, start)
 
 
 def class_balanced(labels: np.ndarray, power: float = 1.0) -> np.ndarray:
@@ -86,6 +82,16 @@ def class_balanced(labels: np.ndarray, power: float = 1.0) -> np.ndarray:
     labels = np.asarray(labels, np.int64)
     counts = np.bincount(labels)
     return np.asarray(counts[labels], np.float64) ** -power
+
+
+def counted_repeats(sampler: RankSampler, epoch: int, start: int) -> np.ndarray:
+    """:meth:`~dali_pipes.data.sampling.RankSampler.repeats` of a sampler whose epoch order
+    may hold a sample several times: its earlier places in the order, padding included."""
+    order = sampler.order(epoch)
+    total = start + sampler.remaining(start) * sampler.spec.world_size
+    padded = order if total <= len(order) else np.resize(order, total)
+    earlier = _earlier(padded[:total])
+    return earlier[start + sampler.spec.rank : total : sampler.spec.world_size].astype(np.int64)
 
 
 def _earlier(order: np.ndarray) -> np.ndarray:
@@ -100,4 +106,4 @@ def _earlier(order: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["WeightedSampler", "class_balanced"]
+__all__ = ["WeightedSampler", "class_balanced", "counted_repeats"]

@@ -67,20 +67,21 @@ class _CachedFeed(Feed):
         while self._next < len(plan.batches):
             position = self._next
             self._next += 1
-            keep = cached_batch(
+            keep, repeats = cached_batch(
                 self.spec,
                 self.bad,
                 self.images,
                 plan.epoch,
                 plan.batches[position],
                 plan.positions[position],
+                plan.repeats_of(position),
             )
             if keep:
                 kept = [image for i in keep if (image := self.images[i]) is not None]
                 sizes = np.asarray([image.shape[:2] for image in kept])
                 # DALI takes host images as NumPy arrays (views), GPU ones as they are.
                 pixels = [image.numpy() if image.device.type == "cpu" else image for image in kept]
-                return ToFeed(position, np.asarray(keep), pixels, sizes, None, None)
+                return ToFeed(position, np.asarray(keep), pixels, sizes, None, None, repeats)
         raise StopIteration
 
     def _take(self, part: int) -> Any:

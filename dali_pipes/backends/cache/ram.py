@@ -22,6 +22,7 @@ from dali_pipes.backends.cache.store import DecodedImages, cached_batch
 from dali_pipes.backends.handover import Handover, Normalizer
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import images_of
+from dali_pipes.data.sampling import draw_ids
 from dali_pipes.runtime.distributed import cpu_share
 
 
@@ -57,8 +58,14 @@ class CachedLoader(Loader):
             ahead = upcoming
 
     def _assemble(self, plan: EpochPlan, k: int) -> Batch | None:
-        keep = cached_batch(
-            self.spec, self.bad, self.images, plan.epoch, plan.batches[k], plan.positions[k]
+        keep, repeats = cached_batch(
+            self.spec,
+            self.bad,
+            self.images,
+            plan.epoch,
+            plan.batches[k],
+            plan.positions[k],
+            plan.repeats_of(k),
         )
         if not keep:
             return None
@@ -67,7 +74,8 @@ class CachedLoader(Loader):
         spec = self.spec
         source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
         views = spec.augment.views(spec.train)
-        draws = views.draw(sizes, source.identity(keep), spec.sampling.seed, plan.epoch)
+        ids = draw_ids(source.identity(keep), repeats)
+        draws = views.draw(sizes, ids, spec.sampling.seed, plan.epoch)
         stacked = []
         for pipeline, draw in zip(views.pipelines, draws, strict=True):
             out = []

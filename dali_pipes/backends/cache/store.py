@@ -236,10 +236,13 @@ def cached_batch(
     epoch: int,
     batch: np.ndarray,
     slots: np.ndarray,
-) -> list[int]:
-    """The samples a batch of the plan holds from the decoded copy: an image that failed to
+    repeats: np.ndarray | None = None,
+) -> tuple[list[int], np.ndarray | None]:
+    """The samples a batch of the plan holds from the decoded copy, with their repeat
+    numbers (``repeats``: the plan's, None for first draws): an image that failed to
     decode is reported (counted this epoch) and, under ``on_error=skip``, replaced by its
-    substitute (:mod:`dali_pipes.data.substitutes`); under ``drop`` left out."""
+    substitute (:mod:`dali_pipes.data.substitutes`), which keeps its slot's repeat number;
+    under ``drop`` left out."""
     source = images_of(spec.source, "data.cache holds decoded images", "use data.cache=null")
     policy = spec.policy
 
@@ -251,13 +254,16 @@ def cached_batch(
         return None
 
     keep: list[int] = []
-    for i, slot in zip(batch, slots, strict=True):
+    again: list[int] = []
+    numbers = np.zeros(len(batch), np.int64) if repeats is None else repeats
+    for i, slot, repeat in zip(batch, slots, numbers, strict=True):
         filled = policy.fill(
             int(i), decoded(int(i)), Slot(epoch, int(slot), len(images)), decoded, source.name
         )
         if filled is not None:
             keep.append(filled.index)
-    return keep
+            again.append(int(repeat))
+    return keep, None if repeats is None else np.asarray(again, np.int64)
 
 
 def _fill_slot(image: torch.Tensor, path: str, target: np.ndarray | None) -> bool:

@@ -20,6 +20,7 @@ from dali_pipes.backends.dali.columns import Band, Fed, View, Window, banded
 from dali_pipes.backends.dali.objects import batch_objects, batch_targets
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.data.interface import Annotated, Source
+from dali_pipes.data.sampling import draw_ids
 
 
 def shared_window(draws: Sequence[Draw]) -> Window:
@@ -50,10 +51,18 @@ class BatchColumns:
             self._objects = partial(batch_objects, spec.source, source.name, pipeline, min_size)
         self._out: dict[tuple[int, tuple[int, int]], np.ndarray] = {}
 
-    def make(self, epoch: int, indices: np.ndarray, images: Any, sizes: np.ndarray) -> Fed:
-        """The columns of samples ``indices`` of ``epoch``, of header ``sizes``: every
-        view's draws (on any thread: nothing here changes the feed)."""
-        ids = self.identity(indices)
+    def make(
+        self,
+        epoch: int,
+        indices: np.ndarray,
+        images: Any,
+        sizes: np.ndarray,
+        repeats: np.ndarray | None = None,
+    ) -> Fed:
+        """The columns of samples ``indices`` of ``epoch``, of header ``sizes`` (drawn
+        ``repeats`` times before in the epoch, if any): every view's draws (on any thread:
+        nothing here changes the feed)."""
+        ids = draw_ids(self.identity(indices), repeats)
         targets = None if self._annotated is None else batch_targets(self._annotated, indices)
         boxes = None if targets is None else targets[1]
         draws = self.views.draw(sizes, ids, self.seed, epoch, boxes)

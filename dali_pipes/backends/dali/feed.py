@@ -102,6 +102,7 @@ class ToFeed(NamedTuple):
     sizes: np.ndarray
     local: LocalBatch | None
     drawn: Columns | None
+    repeats: np.ndarray | None = None  # of a sampler that draws a sample again
 
 
 def _dali_batch(blobs: list[Any]) -> Any:
@@ -185,9 +186,10 @@ class Feed:
         # Not recycled: DALI may still read the bytes of batches it has not delivered.
         self.in_flight.clear()
 
-    def _read(self, epoch: int, batch: np.ndarray) -> Read:
-        """Read and check one planned batch of ``epoch`` and, when every file is good,
-        make its columns (on a read thread)."""
+    def _read(self, plan: EpochPlan, k: int) -> Read:
+        """Read and check batch ``k`` of ``plan`` and, when every file is good, make its
+        columns (on a read thread)."""
+        epoch, batch = plan.epoch, plan.batches[k]
         local = None
         if self._local is not None and self._paths is not None:
             paths = self._paths
@@ -199,7 +201,7 @@ class Feed:
         if bad.any():
             return Read(blobs, sizes, bad, local, None)
         images = blobs if local is None else _dali_batch(blobs)
-        fed = self.columns.make(epoch, batch, images, sizes)
+        fed = self.columns.make(epoch, batch, images, sizes, plan.repeats_of(k))
         return Read(blobs, sizes, bad, local, Ready(images, Columns(fed, _dali_columns(fed))))
 
     def _check(self, indices: np.ndarray, blobs: list[Blob]) -> tuple[np.ndarray, np.ndarray]:
@@ -227,11 +229,13 @@ class Feed:
             self._next += 1
             bad = read.bad | self._known_bad(batch)
             ready = read.ready
+            repeats = self._plan.repeats_of(position)
             if ready is not None and not bad.any():
-                return ToFeed(position, batch, ready.images, read.sizes, read.local, ready.columns)
-            indices, blobs, sizes = self._mend(position, batch, read, bad)
+                drawn = ready.columns
+                return ToFeed(position, batch, ready.images, read.sizes, read.local, drawn, repeats)
+            indices, blobs, sizes, again = self._mend(position, batch, read, bad)
             if len(indices):
-                return ToFeed(position, indices, blobs, sizes, read.local, None)
+                return ToFeed(position, indices, blobs, sizes, read.local, None, again)
             self._recycle(read.local)  # nothing of it goes to DALI
         raise StopIteration
 
@@ -255,11 +259,13 @@ class Feed:
 
     def _mend(
         self, position: int, batch: np.ndarray, read: Read, bad: np.ndarray
-    ) -> tuple[np.ndarray, list[Any], np.ndarray]:
+    ) -> tuple[np.ndarray, list[Any], np.ndarray, np.ndarray | None]:
         """``batch`` with each bad file reported (raised unless ``on_error`` tolerates it)
-        and replaced by its substitute (``skip``) or left out (``drop``)."""
-        keep, blobs, sizes = [], [], []
+        and replaced by its substitute (``skip``, keeping its slot's repeat number) or
+        left out (``drop``)."""
+        keep, blobs, sizes, again = [], [], [], []
         slots = self._plan.positions[position]
+        repeats = self._plan.repeats_of(position)
         for p, i in enumerate(batch.tolist()):
             found: Checked | None = Checked(read.blobs[p], read.sizes[p])
             if bad[p]:
@@ -276,7 +282,14 @@ class Feed:
                 keep.append(filled.index)
                 blobs.append(filled.found.blob)
                 sizes.append(filled.found.size)
-        return np.asarray(keep, np.int64), blobs, np.asarray(sizes, np.int64).reshape(-1, 2)
+                again.append(0 if repeats is None else int(repeats[p]))
+        shape = np.asarray(sizes, np.int64).reshape(-1, 2)
+        return (
+            np.asarray(keep, np.int64),
+            blobs,
+            shape,
+            None if repeats is None else np.asarray(again, np.int64),
+        )
 
     def _report(self, index: int, blob: Blob | None) -> None:
         """Sample ``index`` is bad: counted again when it was found before, else reported
@@ -310,7 +323,8 @@ class Feed:
         batch = self._next_batch()
         if batch.drawn is None:  # mended, or not read ahead (the cache's pixels)
             epoch = self._plan.epoch
-            fed, dali = self.columns.make(epoch, batch.indices, batch.images, batch.sizes), None
+            made = self.columns.make(epoch, batch.indices, batch.images, batch.sizes, batch.repeats)
+            fed, dali = made, None
         else:
             fed, dali = batch.drawn
         decoded = fed.decoded()

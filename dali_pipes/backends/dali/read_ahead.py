@@ -23,10 +23,10 @@ R = TypeVar("R")
 
 
 class ReadAhead(Generic[R]):
-    """``read`` (a plan's epoch and one of its batches' indices -> what was read) run
+    """``read`` (a plan and the number of one of its batches -> what was read) run
     ``depth`` batches ahead of :meth:`take` on ``threads`` threads."""
 
-    def __init__(self, read: Callable[[int, np.ndarray], R], depth: int, threads: int) -> None:
+    def __init__(self, read: Callable[[EpochPlan, int], R], depth: int, threads: int) -> None:
         self.read = read
         self.depth = depth
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dali-pipes-read")
@@ -51,14 +51,14 @@ class ReadAhead(Generic[R]):
         self._plan, self._following = plan, following
         end = min(position + self.depth, len(plan.batches))
         for k in range(position + len(self._reads), end):
-            self._reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[k]))
+            self._reads.append(self._pool.submit(self.read, plan, k))
 
     def take(self, position: int) -> R:
         """What was read of the plan's batch ``position`` (the next one), once it is."""
         done = self._reads.popleft().result()
         ahead, plan = position + self.depth, self._plan
         if ahead < len(plan.batches):
-            self._reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[ahead]))
+            self._reads.append(self._pool.submit(self.read, plan, ahead))
         else:
             self._read_following(ahead - len(self._plan.batches))
         return done
@@ -71,7 +71,7 @@ class ReadAhead(Generic[R]):
             self._next = (self._following(), deque())
         plan, reads = self._next
         if k == len(reads) and k < len(plan.batches):
-            reads.append(self._pool.submit(self.read, plan.epoch, plan.batches[k]))
+            reads.append(self._pool.submit(self.read, plan, k))
 
     def stop(self) -> None:
         """Forget the rest of this plan's reads (a read already running finishes first);
@@ -102,7 +102,14 @@ def _same_start(expected: EpochPlan, plan: EpochPlan, batches: int) -> bool:
             np.array_equal(a, b)
             for a, b in zip(plan.batches[:batches], expected.batches[:batches], strict=True)
         )
+        and all(np.array_equal(_again(plan, k), _again(expected, k)) for k in range(batches))
     )
+
+
+def _again(plan: EpochPlan, k: int) -> np.ndarray:
+    """Batch ``k``'s repeat numbers (zeros for first draws)."""
+    repeats = plan.repeats_of(k)
+    return np.zeros(len(plan.batches[k]), np.int64) if repeats is None else repeats
 
 
 def _cancel(reads: deque[Future[R]]) -> None:

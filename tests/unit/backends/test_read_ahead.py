@@ -19,7 +19,8 @@ class Reads:
         self.done: list[int] = []
         self.lock = threading.Lock()
 
-    def __call__(self, epoch: int, batch: np.ndarray) -> list[int]:
+    def __call__(self, plan: EpochPlan, k: int) -> list[int]:
+        epoch, batch = plan.epoch, plan.batches[k]
         assert epoch == int(batch[0]) // 100, f"batch {batch} read as epoch {epoch}"
         with self.lock:
             self.done.append(int(batch[0]))
