@@ -30,6 +30,7 @@ from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.registry import backend_kinds
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data.registry import SPLITS, source_kinds
+from dali_pipes.data.specs import SamplerSpec
 from dali_pipes.errors import require
 
 # --------------------------------------------------------------------------- tools' nodes
@@ -167,6 +168,7 @@ FIXED_SCHEMAS: dict[tuple[str, str], type] = {
     ("scan", "base"): ScanSpec,
     ("pack", "base"): PackSpec,
     ("show", "base"): ShowSpec,
+    ("sampling", "base"): SamplerSpec,
 }
 
 

@@ -24,7 +24,7 @@ from dali_pipes.config.targets import check_trainer_targets
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data.interface import Labelled
 from dali_pipes.data.registry import open_source
-from dali_pipes.data.specs import DataSpec, SamplingSpec
+from dali_pipes.data.specs import DataSpec, SamplerSpec, SamplingSpec
 from dali_pipes.data.storage import is_url
 from dali_pipes.errors import ConfigError, DaliPipesError
 from dali_pipes.runtime.devices import output_device_for
@@ -168,6 +168,7 @@ def loader_spec(
         max_pixels=data.max_pixels,
         cache=data.cache,
         cache_max_side=data.cache_max_side,
+        sampler=to_spec(cfg.sampling, SamplerSpec) if "sampling" in cfg else SamplerSpec(),
         output_device=output_device,
     )
 

@@ -257,6 +257,37 @@ class SyntheticData(DataSpec):
 
 
 @dataclass(frozen=True)
+class SamplerSpec:
+    """``sampling``: which samples the training split draws in an epoch.
+
+    ``default``: every sample once, ``DistributedSampler``'s order. ``weighted``:
+    ``num_samples`` draws (default: the dataset's size) with the probabilities ``weights``
+    says, a file of one weight per sample in the dataset's order (``.npy``, or text with one
+    number per line), with or without ``replacement``, as ``WeightedRandomSampler``.
+    ``class_balanced``: the same with each sample weighted ``count(its class) ** -power``
+    (:mod:`dali_pipes.data.weighted`). ``repeated``: DeiT's repeated augmentation, each
+    sample ``repeats`` times per epoch on different ranks, each copy augmented anew
+    (:mod:`dali_pipes.data.repeated`). The validation split always reads every sample once.
+    """
+
+    name: str = "default"
+    num_samples: int | None = None
+    replacement: bool = True
+    weights: str | None = None
+    power: float = 1.0
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        if self.num_samples is not None:
+            require(self.num_samples >= 1, "sampling.num_samples", self.num_samples, "must be >= 1")
+        require(self.power >= 0, "sampling.power", self.power, "must be >= 0")
+        require(self.repeats >= 1, "sampling.repeats", self.repeats, "must be >= 1")
+        if self.name == "weighted":
+            require(self.weights is not None, "sampling.weights", self.weights,
+                    "sampling=weighted needs a file of one weight per sample")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SamplingSpec:
     """Which samples this process reads in which order (DistributedSampler semantics)."""
 

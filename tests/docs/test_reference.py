@@ -20,6 +20,7 @@ from dali_pipes.backends.registry import backend_kinds
 from dali_pipes.config.schemas import BenchSpec, DoctorSpec, PackSpec, ScanSpec, ShowSpec
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data.registry import source_kinds
+from dali_pipes.data.specs import SamplerSpec
 
 ROW = re.compile(r"^\|\s*`(?P<name>[^`]+)`[^|]*\|(?P<rest>.*)$", re.M)
 
@@ -94,6 +95,7 @@ def schema_keys() -> dict[str, list[str]]:
         "scan": fields(ScanSpec),
         "pack": fields(PackSpec),
         "show": fields(ShowSpec),
+        "sampling": fields(SamplerSpec),
         "": ["seed", "resume", "output_dir"],
     }
     return groups
