@@ -140,6 +140,14 @@ def on_cpu(value: Any) -> Any:
     return value
 
 
+def _sampling(loader: Any) -> str:
+    """The training sampler in the run's first line, when it is not every sample once."""
+    name = loader.spec.sampler.name
+    if name == "default":
+        return ""
+    return f", sampling={name} ({loader.rank_sampler.epoch_length} samples per epoch)"
+
+
 class _Run:
     """One training run's epochs: train one, finish it (validate, sum over ranks, log,
     write metrics and a checkpoint), or stop mid-way with a checkpoint. The state it trains
@@ -334,7 +342,7 @@ class _Run:
         log.info(
             "training %s on %s (%d classes, %d train / %d val images) with backend=%s on %s; "
             "%d process(es) (%s), global batch %d, peak lr %.4f, autocast %s, %s; "
-            "optimizer %s, schedule %s, loss %s, ema %s, clip_grad_norm %s%s",
+            "optimizer %s, schedule %s, loss %s, ema %s, clip_grad_norm %s%s%s",
             cfg.model.name,
             cfg.data.name,
             loader.num_classes,
@@ -354,6 +362,7 @@ class _Run:
             spec.ema_decay or "off",
             spec.clip_grad_norm or "off",
             ", torch.compile" if spec.compile else "",
+            _sampling(loader),
         )
 
     def run(self) -> dict[str, Any]:
