@@ -43,6 +43,7 @@ from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.coco_dataset import coco_dataset, coco_transforms
 from dali_pipes.data.given import open_data
 from dali_pipes.data.image_folder import is_folder_dataset
+from dali_pipes.data.samplers import sampler_spec
 from dali_pipes.data.specs import DataSpec, SamplingSpec
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.distributed import ranks
@@ -84,6 +85,9 @@ class DALIIterator(DaliLoader):
             With a data spec, ``batch_size``, ``drop_last`` and these left at their
             defaults take the spec's values.
         rank, world_size: default to torchrun's.
+        sampler: which samples a training epoch reads (``sampling=``): None, every one once;
+            a name (``"class_balanced"``, ``"repeated"``); torch's ``WeightedRandomSampler``,
+            whose weights and settings are taken as they are; timm's ``RepeatAugSampler``.
 
     Returns:
         (as an iterable) ``(images, labels)`` batches: normalised ``[N, 3, H, W]`` tensors
@@ -121,6 +125,7 @@ class DALIIterator(DaliLoader):
         read_timeout: float = DataSpec.read_timeout,
         rank: int | None = None,
         world_size: int | None = None,
+        sampler: Any = None,
     ) -> None:
         keys = {"batch_size": batch_size, "drop_last": drop_last, "on_error": on_error}
         keys |= {"max_pixels": max_pixels, "exclude": exclude, "read_timeout": read_timeout}
@@ -148,6 +153,7 @@ class DALIIterator(DaliLoader):
                 ),
                 on_error=opened.data.on_error,
                 max_pixels=opened.data.max_pixels,
+                sampler=sampler_spec(sampler),
             )
         )
         if not isinstance(data, str | os.PathLike | DataSpec):

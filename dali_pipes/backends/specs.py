@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.data.interface import Labelled
 from dali_pipes.data.policy import OnError
+from dali_pipes.data.samplers import GivenWeights
 from dali_pipes.data.specs import DEFAULT_MAX_PIXELS, SamplerSpec, SamplingSpec
 from dali_pipes.errors import ConfigError, require
 from dali_pipes.runtime.devices import BACKEND_DEVICES
@@ -177,8 +178,9 @@ class LoaderSpec:
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
     cache: str | None = None  # ram | gpu: decode once (dali_pipes.backends.cache.ram)
-    #: ``sampling``: the training split's sampler (:mod:`dali_pipes.data.samplers`).
-    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    #: ``sampling``: the training split's sampler (:mod:`dali_pipes.data.samplers`), or
+    #: weights given in memory.
+    sampler: SamplerSpec | GivenWeights = field(default_factory=SamplerSpec)
     #: The cache's images at most this many pixels on their long side (None: their own size).
     cache_max_side: int | None = None
     #: Where batches are handed over (the model's device: ``trainer.device``), when that is

@@ -11,7 +11,9 @@ the shuffle. Register your own with :func:`register_sampler`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +39,50 @@ def register_sampler(name: str, make: MakeSampler, *, replace: bool = False) -> 
     return SAMPLERS.register(name, make, replace=replace)
 
 
-def rank_sampler(source: Labelled, sampling: SamplingSpec, spec: SamplerSpec) -> RankSampler:
+@dataclass(frozen=True)
+class GivenWeights:
+    """Weights given in memory, with ``WeightedRandomSampler``'s settings (what
+    ``DALIIterator(sampler=WeightedRandomSampler(...))`` becomes)."""
+
+    weights: tuple[float, ...]
+    num_samples: int
+    replacement: bool = True
+    name: str = "weighted"
+
+
+def sampler_spec(given: Any) -> SamplerSpec | GivenWeights:
+    """What ``DALIIterator(sampler=...)`` was given, as a spec: None (every sample once),
+    a registered name, a :class:`~dali_pipes.data.specs.SamplerSpec`, torch's
+    ``WeightedRandomSampler`` (its weights and settings as they are), torch's
+    ``DistributedSampler`` or ``RandomSampler`` (every sample once, as here by default),
+    or timm's ``RepeatAugSampler`` (its ``num_repeats``)."""
+    from torch.utils.data import DistributedSampler, RandomSampler, WeightedRandomSampler
+
+    if given is None or isinstance(given, DistributedSampler | RandomSampler):
+        return SamplerSpec()
+    if isinstance(given, str):
+        return SamplerSpec(name=given)
+    if isinstance(given, SamplerSpec):
+        return given
+    if isinstance(given, WeightedRandomSampler):
+        weights = tuple(float(w) for w in given.weights.tolist())
+        return GivenWeights(weights, int(given.num_samples), bool(given.replacement))
+    if type(given).__name__ == "RepeatAugSampler":  # timm's, without importing timm
+        return SamplerSpec(name="repeated", repeats=int(given.num_repeats))
+    raise ConfigError(
+        f"sampler={type(given).__name__} is not one dali_pipes can read its order from: give "
+        f"a name ({', '.join(SAMPLERS)}), a WeightedRandomSampler, or a SamplerSpec"
+    )
+
+
+def rank_sampler(
+    source: Labelled, sampling: SamplingSpec, spec: SamplerSpec | GivenWeights
+) -> RankSampler:
     """The rank's order under ``sampling=<spec.name>``; one line for a name not registered."""
+    if isinstance(spec, GivenWeights):
+        _not_in_blocks(source, spec.name)
+        weights = np.asarray(spec.weights, np.float64)
+        return WeightedSampler(len(source), sampling, weights, spec.num_samples, spec.replacement)
     if spec.name not in SAMPLERS:
         raise ConfigError(
             f"sampling={spec.name!r} is not a sampler; choose one of {', '.join(SAMPLERS)}"
@@ -64,7 +108,7 @@ def _class_balanced(source: Labelled, sampling: SamplingSpec, spec: SamplerSpec)
 
 
 def _repeated(source: Labelled, sampling: SamplingSpec, spec: SamplerSpec) -> RankSampler:
-    _not_in_blocks(source, spec)
+    _not_in_blocks(source, spec.name)
     if spec.num_samples is not None:
         raise ConfigError(
             f"sampling.num_samples={spec.num_samples}: sampling=repeated reads one epoch of "
@@ -73,10 +117,10 @@ def _repeated(source: Labelled, sampling: SamplingSpec, spec: SamplerSpec) -> Ra
     return RepeatedSampler(len(source), sampling, spec.repeats)
 
 
-def _not_in_blocks(source: Labelled, spec: SamplerSpec) -> None:
+def _not_in_blocks(source: Labelled, name: str) -> None:
     if isinstance(source, ReadInBlocks) and source.blocks() is not None:
         raise ConfigError(
-            f"sampling={spec.name} reads samples in any order, but this dataset is read in "
+            f"sampling={name} reads samples in any order, but this dataset is read in "
             "blocks (data=shards, data=parquet); use it on a folder, or sampling=default"
         )
 
@@ -84,7 +128,7 @@ def _not_in_blocks(source: Labelled, spec: SamplerSpec) -> None:
 def _drawn(
     source: Labelled, sampling: SamplingSpec, spec: SamplerSpec, weights: np.ndarray
 ) -> WeightedSampler:
-    _not_in_blocks(source, spec)
+    _not_in_blocks(source, spec.name)
     draws = len(source) if spec.num_samples is None else spec.num_samples
     return WeightedSampler(len(source), sampling, weights, draws, spec.replacement)
 
@@ -117,4 +161,11 @@ register_sampler("weighted", _weighted)
 register_sampler("class_balanced", _class_balanced)
 register_sampler("repeated", _repeated)
 
-__all__ = ["SAMPLERS", "MakeSampler", "rank_sampler", "register_sampler"]
+__all__ = [
+    "SAMPLERS",
+    "GivenWeights",
+    "MakeSampler",
+    "rank_sampler",
+    "register_sampler",
+    "sampler_spec",
+]

@@ -186,3 +186,29 @@ def test_a_repeated_augmentation_epoch_reads_timms_repeat_aug_sampler_order(
         theirs = RepeatAugSampler(list(range(N)), 1, 0, num_repeats=3, selected_round=0)
         theirs.set_epoch(4)
         assert ids(epoch(repeated, 4)[0]) == list(theirs)
+
+
+def test_dali_iterator_takes_a_weighted_random_sampler_as_it_is(
+    identity_tree: Path, weights: tuple[Path, np.ndarray]
+) -> None:
+    from dali_pipes import DALIIterator
+
+    _, w = weights
+    given = WeightedRandomSampler(w.tolist(), 20, replacement=True)
+    with DALIIterator(
+        str(identity_tree), batch_size=4, device="cpu", image_size=SIZE, seed=SEED, sampler=given
+    ) as it:
+        assert len(it) == 5 and it.state_dict()["sampler"] == "weighted"
+        g = torch.Generator()
+        g.manual_seed(SEED + 1)
+        expected = list(WeightedRandomSampler(w.tolist(), 20, replacement=True, generator=g))
+        assert ids(epoch(it, 1)[0]) == expected
+
+
+def test_dali_iterator_refuses_a_sampler_it_cannot_read_an_order_from(identity_tree: Path) -> None:
+    from torch.utils.data import SequentialSampler
+
+    from dali_pipes import DALIIterator
+
+    with pytest.raises(ConfigError, match=r"sampler=SequentialSampler is not one"):
+        DALIIterator(str(identity_tree), device="cpu", sampler=SequentialSampler(range(3)))
