@@ -130,20 +130,15 @@ class DALIIterator(DaliLoader):
         keys = {"batch_size": batch_size, "drop_last": drop_last, "on_error": on_error}
         keys |= {"max_pixels": max_pixels, "exclude": exclude, "read_timeout": read_timeout}
         opened = open_data(data, "train" if train else "val", **keys)
-        crop = {"image_size": image_size, "resize_size": resize_size, "scale": scale}
+        crop: dict[str, Any] = {"image_size": image_size, "resize_size": resize_size}
+        crop |= {"scale": scale, "ratio": ratio, "flip_prob": flip_prob}
         output = {"mean": mean, "std": std, "dtype": dtype, "channels_last": channels_last}
         super().__init__(
             LoaderSpec(
                 source=opened.source,
                 train=train,
                 batch_size=opened.data.batch_size,
-                augment=augment_spec(
-                    _dataset_transform(data, augment),
-                    ratio=ratio,
-                    flip_prob=flip_prob,
-                    **crop,
-                    **output,
-                ),
+                augment=augment_spec(_dataset_transform(data, augment), **crop, **output),
                 sampling=_sampling(train, shuffle, opened.data.drop_last, seed, rank, world_size),
                 backend=DaliBackend(
                     device=device,

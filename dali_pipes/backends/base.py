@@ -133,6 +133,15 @@ def plan_epoch(
     return EpochPlan(epoch, batches, first, positions, cut)
 
 
+def order_kind(spec: LoaderSpec, sampler: RankSampler) -> str:
+    """What a loader state's ``sampler`` says: the training split's ``sampling=`` name, or
+    for every sample once, whether files or packed shards are read (their orders differ)."""
+    name = spec.sampler.name if spec.train else "default"
+    if name != "default":
+        return name
+    return "shards" if isinstance(sampler, StreamSampler) else "files"
+
+
 @dataclass
 class _Progress:
     """How far the latest ``iter`` got, for :meth:`Loader.state_dict` (mutable: counted as
@@ -294,7 +303,7 @@ class Loader(DataLoaderAttributes, ABC):
             "seed": int(sampling.seed),
             "num_items": int(self.rank_sampler.num_items),
             "shuffle": bool(sampling.shuffle),
-            "sampler": self._sampler_kind,
+            "sampler": order_kind(self.spec, self.rank_sampler),
             "world_size": int(sampling.world_size),
             "batch_size": int(self.spec.batch_size),
             "drop_last": bool(sampling.drop_last),
@@ -341,13 +350,6 @@ class Loader(DataLoaderAttributes, ABC):
         self._start = seen
         self._first = seen // self._round
         self._run = None
-
-    @property
-    def _sampler_kind(self) -> str:
-        name = self.spec.sampler.name if self.spec.train else "default"
-        if name != "default":
-            return name
-        return "shards" if isinstance(self.rank_sampler, StreamSampler) else "files"
 
     def __iter__(self) -> Iterator[Batch]:
         plan = self._take_epoch()
@@ -409,8 +411,8 @@ _STATE_IDENTITY = {
     "num_items": "the state belongs to another dataset or split; load it into a loader over "
     "the saved one",
     "shuffle": "the state belongs to another split; load it into a loader of the saved split",
-    "sampler": "files and packed shards, and each sampling=, are read in different orders; "
-    "load it into a loader over the saved data format, with the saved sampling",
+    "sampler": "files, packed shards and each sampling= are read in different orders; load "
+    "it into a loader with the saved sampling, over the saved data format",
 }
 
 
