@@ -246,18 +246,18 @@ MAX_SIDE = 640
 @pytest.fixture(scope="module")
 def held_copy(real_photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real photos as ``data.cache_max_side=MAX_SIDE`` holds them, written losslessly
-    (PNG, the same names otherwise, so the same ImageFolder order): each one decoded and
-    then fitted within ``MAX_SIDE``."""
+    (PNG, named ``<its name>.png``, so in the same ImageFolder order): each one decoded
+    and then fitted within ``MAX_SIDE``."""
     from PIL import Image
 
     from dali_pipes.image.decode import decode
     from dali_pipes.image.stored_size import fitted
 
     out = tmp_path_factory.mktemp("held")
-    for path in sorted(real_photos.glob("*/*.jpg")):
+    for path in sorted(p for p in real_photos.glob("*/*") if p.suffix in (".jpg", ".jpeg")):
         image = fitted(decode(str(path)), MAX_SIDE).permute(1, 2, 0).numpy()
         (out / path.parent.name).mkdir(exist_ok=True)
-        Image.fromarray(image).save(out / path.parent.name / f"{path.stem}.png")
+        Image.fromarray(image).save(out / path.parent.name / f"{path.name}.png")
     return out
 
 
