@@ -7,7 +7,8 @@ detection ``CocoData`` and ``SampleObjectsData``, for segmentation ``Segmentatio
 ``SampleSegmentationData``), a torchvision ``ImageFolder``, a Hugging
 Face dataset or a :class:`Source`. A user's own
 op, data source (the :class:`Source` interface) or backend is registered by name with
-``register_op``, ``register_source`` or ``register_backend`` (:mod:`dali_pipes.registry`).
+``register_op``, ``register_source``, ``register_sampler`` or ``register_backend``
+(:mod:`dali_pipes.registry`).
 
 Importing the package registers the config schemas (:mod:`dali_pipes.config.schemas`) in Hydra's
 ConfigStore, so our config groups (``data``, ``augment``, ``backend``, ``model``,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from dali_pipes.config.loaders import build_loader
     from dali_pipes.data.interface import Source
     from dali_pipes.data.registry import register_source
+    from dali_pipes.data.samplers import register_sampler
     from dali_pipes.data.specs import (
         CocoData,
         FolderData,
@@ -73,6 +75,7 @@ _LAZY = {
     "register_backend": "dali_pipes.backends.registry",
     "register_op": "dali_pipes.augment",  # the package: importing it registers the built-in ops
     "register_source": "dali_pipes.data.registry",
+    "register_sampler": "dali_pipes.data.samplers",
 }
 
 
@@ -108,5 +111,6 @@ __all__ = [
     "compose_config",
     "register_backend",
     "register_op",
+    "register_sampler",
     "register_source",
 ]

@@ -212,3 +212,27 @@ def test_dali_iterator_refuses_a_sampler_it_cannot_read_an_order_from(identity_t
 
     with pytest.raises(ConfigError, match=r"sampler=SequentialSampler is not one"):
         DALIIterator(str(identity_tree), device="cpu", sampler=SequentialSampler(range(3)))
+
+
+def _reversed_order(source: Any, sampling: Any, spec: Any) -> Any:
+    """A user's sampler: every sample once, last first."""
+    from dali_pipes.data.sampling import RankSampler
+
+    class Reversed(RankSampler):
+        def order(self, epoch: int) -> np.ndarray:
+            return np.arange(self.num_items)[::-1].copy()
+
+    return Reversed(len(source), sampling)
+
+
+def test_a_registered_sampler_is_chosen_by_its_name(identity_tree: Path) -> None:
+    from dali_pipes import register_sampler
+    from dali_pipes.data.samplers import SAMPLERS
+
+    with SAMPLERS.restored():
+        register_sampler("reversed", _reversed_order)
+        with loader(identity_tree, "sampling.name=reversed") as mine:
+            assert ids(epoch(mine, 0)[0]) == list(range(N))[::-1]
+            assert mine.state_dict()["sampler"] == "reversed"
+    with pytest.raises(ConfigError, match=r"sampling='reversed' is not a sampler"):
+        loader(identity_tree, "sampling.name=reversed")
