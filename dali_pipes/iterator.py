@@ -41,7 +41,7 @@ from dali_pipes.backends.specs import DaliBackend, LoaderSpec
 from dali_pipes.config.compose import augment_preset
 from dali_pipes.config.specs import loader_spec
 from dali_pipes.data.coco_dataset import coco_dataset, coco_transforms
-from dali_pipes.data.given import open_data
+from dali_pipes.data.given import Opened, open_data, open_mixed
 from dali_pipes.data.image_folder import is_folder_dataset
 from dali_pipes.data.samplers import sampler_spec
 from dali_pipes.data.specs import DataSpec, SamplingSpec
@@ -88,6 +88,12 @@ class DALIIterator(DaliLoader):
         sampler: which samples a training epoch reads (``sampling=``): None, every one once;
             a name (``"class_balanced"``, ``"repeated"``); torch's ``WeightedRandomSampler``,
             whose weights and settings are taken as they are; timm's ``RepeatAugSampler``.
+        weights, labels, epoch_size: with a list of datasets as ``data`` (each anything
+            ``data`` takes), read them as one (``data=mix``): ``weights``, one per dataset,
+            say how much of a training epoch each makes up (None: its size, each sample once);
+            ``labels`` keeps their classes apart (``"separate"``), matches them by name
+            (``"shared"``) or maps them onto a list of class names; ``epoch_size``: samples
+            per training epoch (None: all of them).
 
     Returns:
         (as an iterable) ``(images, labels)`` batches: normalised ``[N, 3, H, W]`` tensors
@@ -126,10 +132,13 @@ class DALIIterator(DaliLoader):
         rank: int | None = None,
         world_size: int | None = None,
         sampler: Any = None,
+        weights: Sequence[float] | None = None,
+        labels: str | Sequence[str] = "separate",
+        epoch_size: int | None = None,
     ) -> None:
         keys = {"batch_size": batch_size, "drop_last": drop_last, "on_error": on_error}
         keys |= {"max_pixels": max_pixels, "exclude": exclude, "read_timeout": read_timeout}
-        opened = open_data(data, "train" if train else "val", **keys)
+        opened = _opened(data, "train" if train else "val", weights, labels, epoch_size, keys)
         crop: dict[str, Any] = {"image_size": image_size, "resize_size": resize_size}
         crop |= {"scale": scale, "ratio": ratio, "flip_prob": flip_prob}
         output = {"mean": mean, "std": std, "dtype": dtype, "channels_last": channels_last}
@@ -151,7 +160,7 @@ class DALIIterator(DaliLoader):
                 sampler=sampler_spec(sampler),
             )
         )
-        if not isinstance(data, str | os.PathLike | DataSpec):
+        if not isinstance(data, str | os.PathLike | DataSpec | list | tuple):
             self.dataset.given = data  # its attributes read through loader.dataset
 
     @classmethod
@@ -249,6 +258,29 @@ def _dataset_transform(root: Any, augment: Any) -> Any:
     if augment is not None:
         raise ConfigError(f"augment= is given and the {kind} has a transform: give one of them")
     return transform
+
+
+def _opened(
+    data: Any,
+    split: str,
+    weights: Sequence[float] | None,
+    labels: str | Sequence[str],
+    epoch_size: int | None,
+    keys: dict[str, Any],
+) -> Opened:
+    """``split`` of what ``DALIIterator`` was given: a list of datasets read as one mix, or
+    one dataset; the mix's keywords given with one dataset are refused in one line (nothing
+    is mixed there)."""
+    if isinstance(data, list | tuple):
+        return open_mixed(data, split, weights, labels, epoch_size, **keys)
+    given = [k for k, v in (("weights", weights), ("epoch_size", epoch_size)) if v is not None]
+    given += ["labels"] if labels != "separate" else []
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} given with one dataset: they say how several are mixed; "
+            "give a list of datasets, DALIIterator([a, b], weights=[...])"
+        )
+    return open_data(data, split, **keys)
 
 
 def _sampling(

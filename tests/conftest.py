@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,19 @@ def identity_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
             k += 1
     (root / "bee" / "notes.txt").write_text("not an image; ImageFolder ignores it\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def identity_parts(
+    identity_tree: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The identity tree split into two ImageFolder trees, ``ant`` and ``bee`` in the first,
+    ``cat`` in the second: mixed in that order, mix index k is the identity image k."""
+    root = tmp_path_factory.mktemp("identity-parts")
+    for part, names in (("a", ("ant", "bee")), ("b", ("cat",))):
+        for name in names:
+            shutil.copytree(identity_tree / name, root / part / name)
+    return root / "a", root / "b"
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from dali_pipes.backends.images import (
 from dali_pipes.backends.specs import LoaderSpec
 from dali_pipes.backends.targets import check_targets
 from dali_pipes.data.interface import Rejects
+from dali_pipes.data.mix_order import MixSampler
 from dali_pipes.data.policy import BadFiles, warn_drop
 from dali_pipes.data.samplers import rank_sampler
 from dali_pipes.data.sampling import RankSampler, StreamSampler
@@ -139,6 +140,8 @@ def order_kind(spec: LoaderSpec, sampler: RankSampler) -> str:
     name = spec.sampler.name if spec.train else "default"
     if name != "default":
         return name
+    if isinstance(sampler, MixSampler):
+        return sampler.kind
     return "shards" if isinstance(sampler, StreamSampler) else "files"
 
 
@@ -411,8 +414,9 @@ _STATE_IDENTITY = {
     "num_items": "the state belongs to another dataset or split; load it into a loader over "
     "the saved one",
     "shuffle": "the state belongs to another split; load it into a loader of the saved split",
-    "sampler": "files, packed shards and each sampling= are read in different orders; load "
-    "it into a loader with the saved sampling, over the saved data format",
+    "sampler": "files, packed shards, each sampling= and each mix's weights are read in "
+    "different orders; load it into a loader with the saved sampling and weights, over the "
+    "saved data format",
 }
 
 

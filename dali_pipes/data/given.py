@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,39 @@ def open_data(given: Any, split: str, **keys: Any) -> Opened:
         "ZipData, ...), a torchvision ImageFolder, a Hugging Face datasets.Dataset, or an "
         "object with the Source interface (docs: How-to guides > Any data)"
     )
+
+
+def open_mixed(
+    given: Sequence[Any],
+    split: str,
+    weights: Sequence[float] | None = None,
+    labels: str | Sequence[str] = "separate",
+    epoch_size: int | None = None,
+    **keys: Any,
+) -> Opened:
+    """Open ``split`` of each item of ``given`` (anything :func:`open_data` takes) and read
+    them as one mix (:mod:`dali_pipes.data.mix`): ``weights`` (one per item; None: each
+    item's size) say how much of a training epoch each makes up."""
+    from dali_pipes.data.mix import mix_sources
+
+    if not given:
+        raise ConfigError("an empty list of datasets was given: give at least one to read")
+    if weights is not None and len(weights) != len(given):
+        raise ConfigError(
+            f"weights={list(weights)} holds {len(weights)} weights for {len(given)} datasets; "
+            "give one per dataset"
+        )
+    opened = [open_data(item, split, **keys) for item in given]
+    source = mix_sources(
+        [o.source for o in opened],
+        [str(i) for i in range(len(given))],
+        None if weights is None else list(weights),
+        labels,
+        epoch_size,
+        train=split == "train",
+        read_timeout=opened[0].data.read_timeout,
+    )
+    return Opened(source, opened[0].data)
 
 
 def spec_for_path(path: str) -> DataSpec:

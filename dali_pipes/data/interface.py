@@ -37,6 +37,7 @@ import numpy as np
 from dali_pipes.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dali_pipes.data.mix_order import PartShare
     from dali_pipes.data.targets import SampleTargets
     from dali_pipes.image.decode import Blob
 
@@ -122,6 +123,18 @@ class ReadInBlocks(Protocol):
 
     def blocks(self) -> Blocks | None:
         """The blocks, or None when the samples are independent (a folder's files)."""
+        ...
+
+
+@runtime_checkable
+class Mixed(Protocol):
+    """Several datasets read as one split in proportions (``data=mix``,
+    :mod:`dali_pipes.data.mix`): the training order reads each part's samples per epoch as
+    :meth:`proportions` says (:class:`~dali_pipes.data.mix_order.MixSampler`)."""
+
+    def proportions(self) -> tuple[PartShare, ...] | None:
+        """Each part's size and samples per epoch, in part order; None: every sample once
+        (the validation split)."""
         ...
 
 

@@ -23,6 +23,7 @@ from dali_pipes.data.specs import (
     CocoData,
     DataSpec,
     FolderData,
+    MixData,
     ParquetData,
     SampleData,
     SampleObjectsData,
@@ -129,6 +130,7 @@ for _name, _spec, _opener in (
     ("coco", CocoData, "dali_pipes.data.coco:open_coco"),
     ("sample_objects", SampleObjectsData, "dali_pipes.data.sample_targets:open_sample_objects"),
     ("segmentation", SegmentationData, "dali_pipes.data.segmentation:open_segmentation"),
+    ("mix", MixData, "dali_pipes.data.mix:open_mix"),
     (
         "sample_segmentation",
         SampleSegmentationData,

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from dali_pipes.data.interface import Labelled, ReadInBlocks
+from dali_pipes.data.interface import Labelled, Mixed, ReadInBlocks
+from dali_pipes.data.mix_order import MixSampler
 from dali_pipes.data.repeated import RepeatedSampler
 from dali_pipes.data.sampling import RankSampler, sampler_for
 from dali_pipes.data.specs import SamplerSpec, SamplingSpec
@@ -78,7 +79,17 @@ def sampler_spec(given: Any) -> SamplerSpec | GivenWeights:
 def rank_sampler(
     source: Labelled, sampling: SamplingSpec, spec: SamplerSpec | GivenWeights
 ) -> RankSampler:
-    """The rank's order under ``sampling=<spec.name>``; one line for a name not registered."""
+    """The rank's order under ``sampling=<spec.name>``; one line for a name not registered.
+    A mix's training split (:class:`~dali_pipes.data.interface.Mixed`) is read in its
+    proportions, under ``sampling=default`` only."""
+    shares = source.proportions() if isinstance(source, Mixed) else None
+    if shares is not None:
+        if spec.name != "default" or isinstance(spec, GivenWeights):
+            raise ConfigError(
+                f"sampling={spec.name} and data=mix both choose the samples of an epoch; the "
+                "mix reads its sources by their weights: remove sampling, or set the weights"
+            )
+        return MixSampler(len(source), sampling, shares)
     if isinstance(spec, GivenWeights):
         _not_in_blocks(source, spec.name)
         weights = np.asarray(spec.weights, np.float64)

@@ -5,7 +5,7 @@ the field names)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dali_pipes.errors import require
 from dali_pipes.image.reads import DEFAULT_READ_TIMEOUT
@@ -254,6 +254,48 @@ class SyntheticData(DataSpec):
         super().__post_init__()
         require(self.num_samples >= 1, "data.num_samples", self.num_samples, "must be >= 1")
         require(self.num_classes >= 1, "data.num_classes", self.num_classes, "must be >= 1")
+
+
+#: How a mix's labels are made: each source's classes kept apart, or one class list.
+MIX_LABELS = ("separate", "shared")
+
+
+@dataclass(frozen=True)
+class MixData(DataSpec):
+    """Several datasets read together (:mod:`dali_pipes.data.mix`).
+
+    ``sources``: one entry per dataset, each a mapping of a data kind's keys (``name``:
+    ``folder``, ``sample``, ``zip``, a registered kind) with, besides them, ``weight`` (how
+    much of each training epoch it makes up; left out on every entry: its size, so each
+    sample is read once an epoch) and ``tag`` (what its classes are prefixed with; default
+    its place in the list). ``epoch_size``: samples per training epoch (null: all the
+    sources' samples). ``labels``: ``separate`` keeps each source's classes apart (source
+    ``i``'s labels follow those of the sources before it), ``shared`` maps classes of the
+    same name onto one label (the names sorted, as ImageFolder sorts its folders), or a list
+    of class names maps each source's classes onto it by name. The validation split reads
+    every sample of every source once. ``batch_size``, ``drop_last``, ``cache``,
+    ``on_error``, ``max_pixels`` and ``read_timeout`` are the mix's, for all its sources.
+    """
+
+    name: str = "mix"
+    sources: tuple[Any, ...] = ()
+    epoch_size: int | None = None
+    labels: Any = "separate"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "sources", tuple(self.sources))
+        require(bool(self.sources), "data.sources", [], "list at least one dataset to mix")
+        if self.epoch_size is not None:
+            require(self.epoch_size >= 1, "data.epoch_size", self.epoch_size, "must be >= 1")
+        if isinstance(self.labels, str):
+            require(self.labels in MIX_LABELS, "data.labels", self.labels,
+                    f"choose {' or '.join(MIX_LABELS)}, or give a list of class names")  # fmt: skip
+        else:
+            names = [str(n) for n in self.labels]
+            require(len(set(names)) == len(names) > 0, "data.labels", names,
+                    "a list of class names must be non-empty, each name once")  # fmt: skip
+            object.__setattr__(self, "labels", tuple(names))
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,9 @@ def on_cpu(value: Any) -> Any:
 def _sampling(loader: Any) -> str:
     """The training sampler in the run's first line, when it is not every sample once."""
     name = loader.spec.sampler.name
+    describe = getattr(loader.rank_sampler, "describe", None)
+    if describe is not None:  # a mix: each source's samples per epoch
+        return f", data=mix ({describe()} per epoch)"
     if name == "default":
         return ""
     return f", sampling={name} ({loader.rank_sampler.epoch_length} samples per epoch)"

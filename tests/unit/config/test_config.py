@@ -27,17 +27,19 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
 
 
+#: ``data=mix`` lists its datasets, as ``data=imagenet`` names its root.
+MIXED = "data.sources=[{name: folder, root: /some/where}]"
+
+
 @pytest.mark.parametrize("data", options("data"))
 @pytest.mark.parametrize("backend", options("backend"))
 @pytest.mark.parametrize("augment", options("augment"))
 def test_every_config_option_composes_into_a_valid_spec(
     data: str, backend: str, augment: str
 ) -> None:
-    cfg = compose_config(
-        [f"data={data}", f"backend={backend}", f"augment={augment}", "data.root=/some/where"]
-        if data in ("folder", "imagenet")
-        else [f"data={data}", f"backend={backend}", f"augment={augment}"]
-    )
+    needs = {"folder": "data.root=/some/where", "imagenet": "data.root=/some/where", "mix": MIXED}
+    chosen = [f"data={data}", f"backend={backend}", f"augment={augment}"]
+    cfg = compose_config(chosen + ([needs[data]] if data in needs else []))
     assert to_spec(cfg.data, DataSpec).name == data
     assert to_spec(cfg.backend, BackendSpec).name == backend
     to_spec(cfg.augment, AugmentSpec)
