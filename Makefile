@@ -11,7 +11,8 @@ PEERS_STAMP := $(VENV)/.peers-stamp
 PEER_DEBS := libavutil57 libavcodec59 libavformat59 libavfilter8 libswscale6 \
 	libswresample4 libavdevice59 pkg-config libturbojpeg0-dev libopencv-dev
 
-.PHONY: setup train test test-quick test-cold lint gpu-test docs docs-serve browser jpegtran clean \
+# check-tasks: the default detection and segmentation jobs, run, recorded and checked.
+.PHONY: setup train test test-quick test-cold check-tasks lint gpu-test docs docs-serve browser jpegtran clean \
 	peer-libs peers bench-peers
 
 $(STAMP): pyproject.toml
@@ -42,6 +43,13 @@ bench-peers: $(PEERS_STAMP)
 
 train: $(STAMP)
 	$(BIN)/python -m dali_pipes.train $(ARGS)
+
+# The default jobs of task=detection and task=segmentation as a user runs them (5-8 minutes
+# each on two cores, too long for `make test`): each must end MARGIN above the same model
+# untrained and within TOLERANCE of its recorded figure (benchmarks/task_runs.py), and is
+# recorded again in benchmarks/train-task-<task>.json.
+check-tasks: $(STAMP)
+	$(BIN)/python benchmarks/task_runs.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
