@@ -119,14 +119,15 @@ def _number(value: str) -> object:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tasks", nargs="*", default=list(HEADLINE), choices=list(HEADLINE))
+    # No default list here: argparse checks a list default against the choices as a whole.
+    parser.add_argument("tasks", nargs="*", choices=list(HEADLINE), help="default: both")
     parser.add_argument("--out", type=Path, default=None, help="runs' folder (default: temp)")
     parser.add_argument("--nproc", type=int, default=1, help="processes (torchrun) per run")
     args, overrides = parser.parse_known_args()
     overrides = [o for o in overrides if o != "--"]
     base = args.out or Path(tempfile.mkdtemp(prefix="task-runs-"))
     failed = []
-    for task in args.tasks:
+    for task in args.tasks or list(HEADLINE):
         made = record(task, base / task, overrides, args.nproc)
         path = HERE / f"train-task-{task}{f'-ddp{args.nproc}' if args.nproc > 1 else ''}.json"
         before = json.loads(path.read_text()) if path.exists() else None

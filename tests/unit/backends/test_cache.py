@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import gpu
+from conftest import BUNDLED_PHOTOS, gpu
 from helpers.identity import SIZE, N, ids
 from helpers.shards import pack
 
@@ -243,28 +243,35 @@ def test_dali_iterator_from_config_refuses_a_cache_it_would_ignore(identity_tree
 MAX_SIDE = 640
 
 
+#: The max-side tests' photos: the 13 shipped in the package (baseline and progressive, six
+#: chroma subsamplings, some larger than MAX_SIDE and some not). What they check, the cache
+#: against the same pipeline on the resized copies, does not grow with the number of photos
+#: (the caches' parity over the whole shared set is the tests above).
+MAX_SIDE_PHOTOS = BUNDLED_PHOTOS
+
+
 @pytest.fixture(scope="module")
-def held_copy(real_photos: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real photos as ``data.cache_max_side=MAX_SIDE`` holds them, written losslessly
-    (PNG, named ``<its name>.png``, so in the same ImageFolder order): each one decoded
-    and then fitted within ``MAX_SIDE``."""
+def held_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The photos shipped in the package as ``data.cache_max_side=MAX_SIDE`` holds them,
+    written losslessly (PNG, named ``<its name>.png``, so in the same ImageFolder order):
+    each one decoded and then fitted within ``MAX_SIDE``."""
     from PIL import Image
 
     from dali_pipes.image.decode import decode
     from dali_pipes.image.stored_size import fitted
 
     out = tmp_path_factory.mktemp("held")
-    for path in sorted(p for p in real_photos.glob("*/*") if p.suffix in (".jpg", ".jpeg")):
+    for path in sorted(p for p in MAX_SIDE_PHOTOS.glob("*/*") if p.suffix in (".jpg", ".jpeg")):
         image = fitted(decode(str(path)), MAX_SIDE).permute(1, 2, 0).numpy()
         (out / path.parent.name).mkdir(exist_ok=True)
         Image.fromarray(image).save(out / path.parent.name / f"{path.name}.png")
     return out
 
 
-def test_a_cache_max_side_holds_each_image_fitted_within_it(real_photos: Path) -> None:
+def test_a_cache_max_side_holds_each_image_fitted_within_it() -> None:
     from dali_pipes.image.decode import decode
 
-    with loader(real_photos, "data.cache=ram", f"data.cache_max_side={MAX_SIDE}") as cache:
+    with loader(MAX_SIDE_PHOTOS, "data.cache=ram", f"data.cache_max_side={MAX_SIDE}") as cache:
         source = cache.spec.source
         resized = 0
         for i, held in enumerate(cache.images):
@@ -279,12 +286,12 @@ def test_a_cache_max_side_holds_each_image_fitted_within_it(real_photos: Path) -
 
 
 def test_a_ram_cache_with_a_max_side_gives_the_torch_backends_batches_of_the_fitted_images(
-    real_photos: Path, held_copy: Path
+    held_copy: Path,
 ) -> None:
     common = ["augment.train.crop.size=64"]
     side = f"data.cache_max_side={MAX_SIDE}"
     with (
-        loader(real_photos, *common, "data.cache=ram", side) as cache,
+        loader(MAX_SIDE_PHOTOS, *common, "data.cache=ram", side) as cache,
         loader(held_copy, *common, "backend=torch", "backend.num_workers=0") as ref,
     ):
         for n in (0, 1):
@@ -293,12 +300,12 @@ def test_a_ram_cache_with_a_max_side_gives_the_torch_backends_batches_of_the_fit
 
 
 def test_the_gpu_caches_dali_graph_with_a_max_side_gives_dalis_batches_of_the_fitted_images(
-    real_photos: Path, held_copy: Path
+    held_copy: Path,
 ) -> None:
     common = ["augment.train.crop.size=64", "backend.device=cpu"]
     side = f"data.cache_max_side={MAX_SIDE}"
     with (
-        dali_cached(real_photos, *common, "data.cache=gpu", side) as cache,
+        dali_cached(MAX_SIDE_PHOTOS, *common, "data.cache=gpu", side) as cache,
         loader(held_copy, *common, "backend=dali") as ref,
     ):
         for n in (0, 1):
