@@ -119,12 +119,15 @@ def _number(value: str) -> object:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    # No default list here: argparse checks a list default against the choices as a whole.
-    parser.add_argument("tasks", nargs="*", choices=list(HEADLINE), help="default: both")
+    # Checked below, not with choices=: argparse checks an empty list against the choices.
+    parser.add_argument("tasks", nargs="*", help=f"{' and/or '.join(HEADLINE)} (default: both)")
     parser.add_argument("--out", type=Path, default=None, help="runs' folder (default: temp)")
     parser.add_argument("--nproc", type=int, default=1, help="processes (torchrun) per run")
     args, overrides = parser.parse_known_args()
     overrides = [o for o in overrides if o != "--"]
+    unknown = [t for t in args.tasks if t not in HEADLINE]
+    if unknown:
+        parser.error(f"unknown task {unknown[0]!r}: choose from {', '.join(HEADLINE)}")
     base = args.out or Path(tempfile.mkdtemp(prefix="task-runs-"))
     failed = []
     for task in args.tasks or list(HEADLINE):
