@@ -15,7 +15,8 @@ its info string:
 - anything else (``diff``, ``yaml`` without a title, ...): shown only.
 
 In the tests (``warm=True``), a page's ``python -m dali_pipes.<command>`` lines run in
-processes forked from one interpreter that imported the project once for the page
+processes forked from one interpreter that imported the project once (one per test process,
+shared by the pages it runs)
 (:mod:`warm_python`): the same command, arguments, folder and environment, without the
 seconds of imports each one would repeat. ``DALI_PIPES_DOCS_COLD=1`` runs every command
 in a new interpreter, as ``scripts/docs_outputs.py`` always does.
@@ -38,6 +39,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -199,11 +201,31 @@ def run_blocks(
     env = environment(folder)
     if not warm or os.environ.get("DALI_PIPES_DOCS_COLD") == "1" or not _any_command(found):
         return _run_in(found, folder, timeout, env)
+    env["PATH"] = f"{_warm_server().bin}{os.pathsep}{env['PATH']}"
+    return _run_in(found, folder, timeout, env)
+
+
+#: The warm interpreter of this process, started by the first page that runs a command and
+#: shared by the pages after it: each command is forked from its untouched imports with
+#: the page's folder and environment, so a page sees what it would see with its own.
+_WARM: list[Any] = []
+
+
+def _warm_server() -> Any:
+    """This process's warm interpreter (:mod:`warm_python`), started on first use (again if
+    it died), stopped when the process exits."""
+    import atexit
+    import tempfile
+
     from warm_python import WarmPython
 
-    with WarmPython(env, folder) as server:
-        env["PATH"] = f"{server.bin}{os.pathsep}{env['PATH']}"
-        return _run_in(found, folder, timeout, env)
+    if not _WARM or _WARM[0].server.poll() is not None:
+        if _WARM:
+            _WARM.pop().close()
+        home = Path(tempfile.mkdtemp(prefix="warm-home-"))  # its own folder: no page's
+        _WARM.append(WarmPython(environment(), home))
+        atexit.register(lambda: [server.close() for server in _WARM])
+    return _WARM[0]
 
 
 def _any_command(found: list[Block]) -> bool:

@@ -3,11 +3,13 @@
 A docs page runs its commands as a reader would, each in a new process. Most of one
 command's time on a small machine is start-up: importing torch, DALI and dali_pipes, and
 torch's compiler stack, which the first optimizer imports. A warm interpreter imports
-them once per page; each ``python -m dali_pipes.<command>`` of the page is then a process
-forked from it, with the command's own arguments, working directory, environment and
-standard streams, run as ``python -m`` runs a module, and ended as an interpreter ends
-(threads joined, ``atexit`` handlers run). ``python -c CODE`` and ``python SCRIPT.py``
-go the same way; anything else (other flags, ``torchrun``) runs the real interpreter.
+them once (the docs' tests start one per test process, for all its pages); each
+``python -m dali_pipes.<command>`` of a page is then a process forked from it, with the
+command's own arguments, working directory, environment and standard streams, run as
+``python -m`` runs a module, and ended as an interpreter ends (threads joined, ``atexit``
+handlers run). The server ends with the process that started it, even one killed.
+``python -c CODE`` and ``python SCRIPT.py`` go the same way; anything else (other flags,
+``torchrun``) runs the real interpreter.
 
 Pieces: :class:`WarmPython` starts the server (``serve``) and writes a ``python`` shim
 into a folder to put first on ``PATH``; the shim hands matching command lines to
@@ -115,6 +117,7 @@ def serve(path: str) -> None:
         with contextlib.suppress(Exception):  # a command that needs it fails as it would
             importlib.import_module(name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the request processes reap themselves
+    threading.Thread(target=_end_with, args=(os.getppid(),), daemon=True).start()
     while True:
         conn, _ = listener.accept()
         if os.fork() == 0:
@@ -122,6 +125,14 @@ def serve(path: str) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _request(conn)  # never returns
         conn.close()
+
+
+def _end_with(parent: int) -> None:
+    """End the server (not the commands it forked) once ``parent`` is gone: a test process
+    killed before it could stop its server leaves none behind."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _request(conn: socket.socket) -> None:
