@@ -30,6 +30,7 @@ sources without it keep working unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -37,7 +38,6 @@ import numpy as np
 from dali_pipes.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dali_pipes.data.mix_order import PartShare
     from dali_pipes.data.targets import SampleTargets
     from dali_pipes.image.decode import Blob
 
@@ -124,6 +124,16 @@ class ReadInBlocks(Protocol):
     def blocks(self) -> Blocks | None:
         """The blocks, or None when the samples are independent (a folder's files)."""
         ...
+
+
+@dataclass(frozen=True)
+class PartShare:
+    """One dataset of a mix (:class:`Mixed`): what it is called, how many samples it holds,
+    and how many of them a training epoch reads."""
+
+    name: str
+    size: int
+    per_epoch: int
 
 
 @runtime_checkable

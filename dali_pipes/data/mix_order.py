@@ -22,22 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dali_pipes.data.interface import PartShare
 from dali_pipes.data.sampling import RankSampler
 from dali_pipes.data.weighted import counted_repeats
 from dali_pipes.errors import ConfigError
 
 #: Keeps a mix's draws apart from every other use of the seed.
 _MIX = 0x6D6978
-
-
-@dataclass(frozen=True)
-class PartShare:
-    """One part of a mix: what it is called, how many samples it holds, and how many of
-    them an epoch reads."""
-
-    name: str
-    size: int
-    per_epoch: int
 
 
 def epoch_shares(sizes: Sequence[int], weights: Sequence[float] | None, total: int) -> list[int]:
