@@ -248,7 +248,18 @@ def augment_spec(
 
 def _dataset_transform(root: Any, augment: Any) -> Any:
     """``augment``, or the transform of an ImageFolder or a CocoDetection given as
-    ``root`` (not both)."""
+    ``root`` (not both); for a list of datasets, the one transform they all have (one
+    pipeline reads a mix)."""
+    if isinstance(root, list | tuple):
+        each = [_dataset_transform(item, None) for item in root]
+        if all(t is None for t in each):
+            return augment
+        if augment is not None or any(t is None or repr(t) != repr(each[0]) for t in each):
+            raise ConfigError(
+                "the datasets to mix have different transforms (or augment= is given too): "
+                "one pipeline reads a mix; give each the same transform, or augment= alone"
+            )
+        return each[0]
     transform = getattr(root, "transform", None) if is_folder_dataset(root) else None
     kind = "ImageFolder"
     if transform is None and coco_dataset(root) is not None:

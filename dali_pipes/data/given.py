@@ -116,6 +116,13 @@ def open_mixed(
             "give one per dataset"
         )
     opened = [open_data(item, split, **keys) for item in given]
+    for key in DATA_KEYS:
+        values = [getattr(o.data, key) for o in opened]
+        if any(v != values[0] for v in values):
+            raise ConfigError(
+                f"the datasets to mix say {key}={values}: a mix has one {key}; give it once, "
+                f"as DALIIterator({key}=...), or the same in each"
+            )
     source = mix_sources(
         [o.source for o in opened],
         [str(i) for i in range(len(given))],

@@ -98,12 +98,12 @@ class MixedSource:
     def read(self, indices: Indices) -> list[Blob]:
         """Each sample's bytes from its part (one read per part, the batch's order kept)."""
         part, local = self.locate(indices)
-        out: list[Blob | None] = [None] * len(part)
+        out: list[Blob] = [np.zeros(0, np.uint8)] * len(part)  # every slot is set below
         for p in np.unique(part):
             where = np.flatnonzero(part == p)
             for slot, blob in zip(where, self.parts[p].read(local[where]), strict=True):
                 out[slot] = blob
-        return [blob for blob in out if blob is not None]
+        return out
 
     def identity(self, indices: Indices) -> np.ndarray:
         """Each sample's identity in its part, with the part's place above it."""
@@ -148,25 +148,31 @@ def mix_sources(
 ) -> MixedSource:
     """The opened ``parts`` as one split, labelled as ``labels`` says; for the training
     split with each part's samples per epoch from ``weights`` (None, or all None: each
-    part's size) and ``epoch_size`` (None: all the parts' samples)."""
+    part's size) and ``epoch_size`` (None: all the parts' samples). Both are checked for
+    either split, so a mistake shows whichever split is built first."""
+    if len(set(tags)) != len(tags):
+        raise ConfigError(f"tags {list(tags)} name two datasets alike; give each its own tag")
     sources = tuple(_mixable(p, tag) for p, tag in zip(parts, tags, strict=True))
     classes, mapped = _labels(sources, tuple(tags), labels)
-    shares = None
-    if train:
-        sizes = [len(s) for s in sources]
-        given = [] if weights is None else [w for w in weights if w is not None]
-        if given and len(given) != len(sources):
-            raise ConfigError(
-                "data.sources: some have a weight and some not; give every source a weight, "
-                "or none (each is then read once an epoch)"
-            )
-        total = sum(sizes) if epoch_size is None else epoch_size
-        counts = epoch_shares(sizes, [float(w) for w in given] or None, total)
-        shares = tuple(
-            PartShare(_described(s, tag), len(s), n)
-            for s, tag, n in zip(sources, tags, counts, strict=True)
+    sizes = [len(s) for s in sources]
+    given = [] if weights is None else [w for w in weights if w is not None]
+    if given and len(given) != len(sources):
+        raise ConfigError(
+            "some datasets have a weight and some not; give every one a weight, or none "
+            "(each is then read once an epoch)"
         )
-    return MixedSource(sources, tuple(tags), classes, mapped, shares, read_timeout)
+    for weight in given:
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise ConfigError(f"weight {weight!r} is invalid: give a number >= 0")
+    total = sum(sizes) if epoch_size is None else epoch_size
+    counts = epoch_shares(sizes, [float(w) for w in given] or None, total)
+    shares = tuple(
+        PartShare(_described(s, tag), len(s), n)
+        for s, tag, n in zip(sources, tags, counts, strict=True)
+    )
+    return MixedSource(
+        sources, tuple(tags), classes, mapped, shares if train else None, read_timeout
+    )
 
 
 def open_mix(data: MixData, split: str) -> MixedSource:
@@ -252,6 +258,8 @@ def _labels(
         return classes, np.concatenate(mapped)
     if labels == "shared":
         names = tuple(sorted({c for s in sources for c in s.classes}))
+    elif not isinstance(labels, str) and len(set(labels)) != len(labels):
+        raise ConfigError(f"labels={list(labels)} names a class twice; list each class once")
     elif isinstance(labels, str):
         raise ConfigError(
             f"data.labels={labels!r} is invalid: choose separate or shared, or give a list "

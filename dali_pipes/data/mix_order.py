@@ -35,11 +35,15 @@ def epoch_shares(sizes: Sequence[int], weights: Sequence[float] | None, total: i
     """How many samples of each part an epoch of ``total`` reads: ``total`` split in
     proportion to ``weights`` (None: to the parts' sizes), the rounding remainders given to
     the largest fractions, so the counts sum to ``total`` exactly."""
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ConfigError(f"epoch_size={total!r} is invalid: give a number of samples >= 1")
+    if sum(sizes) == 0:
+        raise ConfigError("every dataset of the mix is empty: give datasets with images")
     shares = np.asarray(sizes if weights is None else weights, np.float64)
     if shares.size == 0 or not np.all(np.isfinite(shares)) or shares.min() < 0:
-        raise ConfigError(f"data.sources weights {list(shares)} are invalid: give each >= 0")
+        raise ConfigError(f"weights {shares.tolist()} are invalid: give each a number >= 0")
     if shares.sum() <= 0:
-        raise ConfigError("data.sources weights are all 0: give at least one source a weight")
+        raise ConfigError("weights are all 0: give at least one dataset a weight above 0")
     exact = shares / shares.sum() * total
     counts = np.floor(exact).astype(np.int64)
     left = total - int(counts.sum())
@@ -58,6 +62,8 @@ class MixSampler(RankSampler):
     def __post_init__(self) -> None:
         if sum(p.size for p in self.parts) != self.num_items:
             raise ConfigError(f"a mix of {self.num_items} samples has parts {self.parts}")
+        if not self.epoch_length:
+            raise ConfigError("a mix whose epochs read no sample; give a dataset a weight")
         for part in self.parts:
             if part.per_epoch and not part.size:
                 raise ConfigError(
@@ -71,9 +77,10 @@ class MixSampler(RankSampler):
 
     @property
     def kind(self) -> str:
-        """What a loader state's ``sampler`` says: the samples of each part per epoch (a
-        state saved with other weights is refused)."""
-        return "mix " + "+".join(str(p.per_epoch) for p in self.parts)
+        """What a loader state's ``sampler`` says: each part's samples per epoch and size,
+        in order (a state saved with other weights, or the datasets in another order, is
+        refused)."""
+        return "mix " + "+".join(f"{p.per_epoch}/{p.size}" for p in self.parts)
 
     def order(self, epoch: int) -> np.ndarray:
         """The epoch's samples of every part, shuffled together: f(seed, epoch)."""

@@ -86,8 +86,8 @@ def rank_sampler(
     if shares is not None:
         if spec.name != "default" or isinstance(spec, GivenWeights):
             raise ConfigError(
-                f"sampling={spec.name} and data=mix both choose the samples of an epoch; the "
-                "mix reads its sources by their weights: remove sampling, or set the weights"
+                f"sampling={spec.name} and a mix of datasets both choose the samples of an "
+                "epoch; the mix reads its datasets by their weights: remove sampling"
             )
         return MixSampler(len(source), sampling, shares)
     if isinstance(spec, GivenWeights):

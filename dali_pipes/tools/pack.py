@@ -52,7 +52,7 @@ from dali_pipes.data.shards import (
     write_json,
     write_shard,
 )
-from dali_pipes.data.specs import DataSpec, ShardData
+from dali_pipes.data.specs import DataSpec, MixData, ShardData
 from dali_pipes.data.storage import Storage, is_url, join, storage_for
 from dali_pipes.errors import ConfigError, DataError
 from dali_pipes.image.baseline import JPEGTRAN_HINT, jpegtran
@@ -73,6 +73,11 @@ class Part:
 
 
 def _parts(data: DataSpec) -> tuple[dict[str, str], list[Source], list[str]]:
+    if isinstance(data, MixData):
+        raise ConfigError(
+            "pack packs one dataset; data=mix reads several in proportions at training "
+            "time: pack each of its datasets on its own"
+        )
     train, val = (
         images_of(open_source(data, split), "pack packs image files", "choose a dataset")
         for split in ("train", "val")

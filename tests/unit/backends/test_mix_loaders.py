@@ -83,7 +83,7 @@ def test_a_mix_epoch_resumed_part_way_gives_the_rest_of_its_batches(
             if k == 2:
                 break
         state = first.state_dict()
-    assert state["sampler"] == "mix 16+8"
+    assert state["sampler"] == "mix 16/12+8/5"
     with loader(mix, "data.epoch_size=24", backend=backend) as again:
         again.load_state_dict(state)
         rest = [ids(images) for images, _ in again]
@@ -96,7 +96,9 @@ def test_a_state_saved_with_other_weights_is_refused(identity_parts: tuple[Path,
         state = even.state_dict()
     with (
         loader(sources((a, 1), (b, 3))) as uneven,
-        pytest.raises(ConfigError, match=r"sampler='mix 9\+8' differs .*sampler='mix 4\+13'"),
+        pytest.raises(
+            ConfigError, match=r"sampler='mix 9/12\+8/5' differs .*sampler='mix 4/12\+13/5'"
+        ),
     ):
         uneven.load_state_dict(state)
 
@@ -154,5 +156,72 @@ def test_a_mix_without_sources_is_one_line() -> None:
 
 def test_sampling_beside_a_mix_is_refused_in_one_line(identity_parts: tuple[Path, Path]) -> None:
     mix = sources((identity_parts[0], 1), (identity_parts[1], 1))
-    with pytest.raises(ConfigError, match="sampling=class_balanced and data=mix"):
+    with pytest.raises(ConfigError, match="sampling=class_balanced and a mix of datasets"):
         loader(mix, "sampling=class_balanced")
+
+
+def test_a_state_saved_with_the_datasets_in_another_order_is_refused(
+    identity_parts: tuple[Path, Path],
+) -> None:
+    """Both orders read 8 of each dataset an epoch: the sizes tell the states apart."""
+    a, b = identity_parts
+    with loader(sources((a, 1), (b, 1)), "data.epoch_size=16") as ab:
+        state = ab.state_dict()
+    with (
+        loader(sources((b, 1), (a, 1)), "data.epoch_size=16") as ba,
+        pytest.raises(ConfigError, match=r"sampler='mix 8/12\+8/5' differs"),
+    ):
+        ba.load_state_dict(state)
+
+
+def test_dali_iterator_takes_the_one_transform_its_image_folders_share(
+    identity_parts: tuple[Path, Path],
+) -> None:
+    from torchvision import transforms
+    from torchvision.datasets import ImageFolder
+
+    def folder(root: Path, size: int) -> ImageFolder:
+        pipeline = [transforms.RandomResizedCrop(size), transforms.ToTensor()]
+        return ImageFolder(str(root), transform=transforms.Compose(pipeline))
+
+    a, b = identity_parts
+    with DALIIterator([folder(a, 24), folder(b, 24)], batch_size=17, device="cpu") as mixed:
+        images, _ = next(iter(mixed))
+        assert images.shape == (17, 3, 24, 24)
+    for given in ([folder(a, 24), folder(b, 32)], [folder(a, 24), str(b)]):
+        with pytest.raises(ConfigError, match="different transforms"):
+            DALIIterator(given, device="cpu")
+    with pytest.raises(ConfigError, match="different transforms"):
+        DALIIterator([folder(a, 24), folder(b, 24)], device="cpu", augment="small")
+
+
+def test_dali_iterator_refuses_a_mix_whose_datasets_disagree_or_whose_epoch_is_empty(
+    identity_parts: tuple[Path, Path],
+) -> None:
+    from dali_pipes.data.specs import FolderData
+
+    a, b = identity_parts
+    disagree = [FolderData(root=str(a), batch_size=8), FolderData(root=str(b), batch_size=4)]
+    cases: list[tuple[Any, dict[str, Any], str]] = [
+        (disagree, {}, r"the datasets to mix say batch_size=\[8, 4\]"),
+        ([str(a), str(b)], {"epoch_size": 0}, "epoch_size=0 is invalid"),
+        ([str(a), str(b)], {"weights": [0, 0]}, "weights are all 0"),
+        ([str(a), str(b)], {"weights": [1]}, "holds 1 weights for 2 datasets"),
+        ([str(a), str(b)], {"labels": ["ant", "ant"]}, "names a class twice"),
+        ([str(a), str(b)], {"train": False, "weights": [1, -1]}, "give each a number >= 0"),
+    ]
+    for given, keys, message in cases:
+        with pytest.raises(ConfigError, match=message) as err:
+            DALIIterator(given, device="cpu", **keys)
+        assert "\n" not in str(err.value)
+
+
+def test_pack_refuses_a_mix_in_one_line(identity_parts: tuple[Path, Path], tmp_path: Path) -> None:
+    from dali_pipes.tools.pack import run_pack
+
+    cfg = compose_config(
+        ["data=mix", sources((identity_parts[0], None)), f"out={tmp_path / 'p'}"],
+        config_name="pack",
+    )
+    with pytest.raises(ConfigError, match="pack each of its datasets on its own"):
+        run_pack(cfg)

@@ -47,13 +47,17 @@ def test_an_epochs_shares_follow_the_weights_and_sum_to_the_epoch() -> None:
     assert sum(shares) == 100 and sorted(shares) == [33, 33, 34]
     with pytest.raises(ConfigError, match="all 0"):
         epoch_shares([1, 2], [0, 0], 3)
-    with pytest.raises(ConfigError, match=">= 0"):
+    with pytest.raises(ConfigError, match=r"weights \[1.0, -1.0\] are invalid"):
         epoch_shares([1, 2], [1, -1], 3)
+    with pytest.raises(ConfigError, match="every dataset of the mix is empty"):
+        epoch_shares([0, 0], None, 3)
+    with pytest.raises(ConfigError, match="epoch_size=0 is invalid"):
+        epoch_shares([1, 2], None, 0)
 
 
 def test_every_epoch_reads_each_sources_share_exactly() -> None:
     mix = sampler()
-    assert mix.epoch_length == 16 and mix.kind == "mix 4+12+0"
+    assert mix.epoch_length == 16 and mix.kind == "mix 4/12+12/5+0/3"
     for epoch in range(50):
         counts = Counter(part_of_index(mix.order(epoch)).tolist())
         assert counts == {0: 4, 1: 12}, epoch
@@ -243,7 +247,9 @@ def test_sources_a_mix_cannot_read_are_refused_in_one_line(tmp_path: Path) -> No
 
     with pytest.raises(ConfigError, match="has detection targets, which a mix does not carry"):
         mix_sources([a, Boxes()], ["0", "1"], None)
-    with pytest.raises(ConfigError, match="some have a weight and some not"):
+    with pytest.raises(ConfigError, match="two datasets alike"):
+        mix_sources([a, a], ["x", "x"], None)
+    with pytest.raises(ConfigError, match="some datasets have a weight and some not"):
         mix_sources([a, a], ["0", "1"], [1, None])
 
 
