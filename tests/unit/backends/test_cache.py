@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import BUNDLED_PHOTOS, gpu
-from helpers.identity import SIZE, N, ids
+from helpers.identity import SIZE, N, epoch, ids
 from helpers.shards import pack
 
 from dali_pipes import build_loader, compose_config
@@ -30,12 +30,6 @@ def loader(root: Path, *extra: str, split: str = "train", **kw: Any) -> Any:
         *extra,
     ]
     return build_loader(compose_config(overrides), split, **kw)
-
-
-def epoch(loader: Any, number: int) -> tuple[torch.Tensor, torch.Tensor]:
-    loader.set_epoch(number)
-    images, labels = zip(*loader, strict=True)
-    return torch.cat(images), torch.cat(labels)
 
 
 @pytest.mark.parametrize("split", ["train", "val"])

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import BUNDLED_PHOTOS
-from helpers.identity import MEAN, SIZE, STD, ids
+from helpers.identity import SIZE, epoch, ids, levels
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.errors import ConfigError
@@ -43,12 +43,6 @@ def loader(mix: str, *extra: str, backend: str = "torch", **kw: Any) -> Any:
         *extra,
     ]
     return build_loader(compose_config(overrides), "train", **kw)
-
-
-def epoch(loader: Any, number: int) -> tuple[torch.Tensor, torch.Tensor]:
-    loader.set_epoch(number)
-    images, labels = zip(*loader, strict=True)
-    return torch.cat(images), torch.cat(labels)
 
 
 @pytest.mark.parametrize("backend", ["torch", "dali"])
@@ -101,11 +95,6 @@ def test_a_state_saved_with_other_weights_is_refused(identity_parts: tuple[Path,
         ),
     ):
         uneven.load_state_dict(state)
-
-
-def levels(images: torch.Tensor) -> torch.Tensor:
-    """Normalised batches back on the 0-255 scale of the parity bounds."""
-    return (images * torch.tensor(STD).view(1, 3, 1, 1) + torch.tensor(MEAN).view(1, 3, 1, 1)) * 255
 
 
 def test_a_photo_read_twice_in_a_mix_epoch_is_augmented_afresh_alike_on_every_backend(

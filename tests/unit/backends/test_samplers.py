@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import IDENTITY_CLASSES
-from helpers.identity import MEAN, SIZE, STD, N, ids
+from helpers.identity import SIZE, N, epoch, ids, levels
 from helpers.shards import pack
 from torch.utils.data import WeightedRandomSampler
 
@@ -35,12 +35,6 @@ def loader(root: Path, *extra: str, backend: str = "torch", seed: int = SEED, **
         *extra,
     ]
     return build_loader(compose_config(overrides), "train", **kw)
-
-
-def epoch(loader: Any, number: int) -> tuple[torch.Tensor, torch.Tensor]:
-    loader.set_epoch(number)
-    images, labels = zip(*loader, strict=True)
-    return torch.cat(images), torch.cat(labels)
 
 
 @pytest.fixture
@@ -105,11 +99,6 @@ def test_each_repeat_of_a_sample_is_augmented_afresh_alike_on_every_backend(
         assert torch.equal(epoch(cache, 1)[0], images)
     with loader(real_photos, *common, backend="dali") as dali:
         assert DALI_CPU_VS_TORCH.admits(figures(levels(epoch(dali, 1)[0]), levels(images)))
-
-
-def levels(images: torch.Tensor) -> torch.Tensor:
-    """Normalised batches back on the 0-255 scale of the parity bounds."""
-    return (images * torch.tensor(STD).view(1, 3, 1, 1) + torch.tensor(MEAN).view(1, 3, 1, 1)) * 255
 
 
 @pytest.mark.parametrize("backend", ["torch", "dali"])
