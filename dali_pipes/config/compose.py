@@ -9,11 +9,16 @@ inside the wheel as ``dali_pipes.conf``; :func:`config_dir` finds it either way.
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import is_dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -27,14 +32,18 @@ __all__ = ["augment_preset", "compose_config", "config_dir", "load_saved_config"
 
 def compose_config(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
     """Compose ``conf/<config_name>.yaml`` with command-line style overrides (for tests,
-    notebooks, and inside a tool's ``@hydra.main``, whose search path is ``conf/`` too)."""
+    notebooks, and inside a tool's ``@hydra.main``, whose search path is ``conf/`` too).
+
+    Outside ``@hydra.main`` a composition already made in this process is given again as
+    a copy (:class:`_Compositions`): Hydra reads and merges every YAML file of the
+    config's defaults on each call, a quarter of a second, and a notebook or a test
+    suite composes the same few configs again and again."""
     register()  # done by ``import dali_pipes``; again in case the ConfigStore was cleared
     try:
         if GlobalHydra.instance().is_initialized():  # inside a tool's @hydra.main: conf/
             cfg = compose(config_name=config_name, overrides=list(overrides))
         else:
-            with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-                cfg = compose(config_name=config_name, overrides=list(overrides))
+            cfg = _COMPOSITIONS.get(config_name, tuple(overrides))
     except Exception as exc:
         error = config_error(exc)
         if error is None:
@@ -42,6 +51,64 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "train") ->
         raise error from None
     check_augment(cfg)
     return cfg
+
+
+class _Compositions:
+    """Hydra's compositions of ``conf/`` made in this process, the last :data:`KEPT`,
+    each given out as a deep copy (a caller may change what it gets).
+
+    A composition depends on the config's name, the overrides, the YAML files under
+    ``conf/`` and the nodes in Hydra's ConfigStore (our schemas and the plug-ins
+    registered with them), so each is kept with a fingerprint of the last two: every
+    file's size and modification time, and the identity of every ConfigStore node (an
+    entry holds on to the nodes it was made with, so no later node can take the identity
+    of one of them). A changed file or node is a miss and composes afresh. A failed
+    composition is not kept; checks that depend on registries (:func:`check_augment`)
+    run on every copy given out."""
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._made: OrderedDict[tuple[Any, ...], tuple[DictConfig, list[Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
+        """The composition of ``config_name`` with ``overrides``, made or kept."""
+        root = config_dir()
+        nodes = _store_nodes(ConfigStore.instance().repo)
+        key = (str(root), config_name, overrides, _files(root), tuple(id(n) for n in nodes))
+        with self._lock:
+            kept = self._made.get(key)
+            if kept is not None:
+                self._made.move_to_end(key)
+                return copy.deepcopy(kept[0])
+        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+            cfg = compose(config_name=config_name, overrides=list(overrides))
+        with self._lock:
+            self._made[key] = (copy.deepcopy(cfg), nodes)
+            while len(self._made) > self.KEPT:
+                self._made.popitem(last=False)
+        return cfg
+
+
+def _files(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every YAML file under ``root`` with its size and modification time."""
+    found = []
+    for path in sorted(root.rglob("*.yaml")):
+        stat = path.stat()
+        found.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
+
+
+def _store_nodes(held: dict[str, Any]) -> list[Any]:
+    """Every node in (a group of) Hydra's ConfigStore, in the store's order."""
+    nodes: list[Any] = []
+    for entry in held.values():
+        nodes.extend(_store_nodes(entry) if isinstance(entry, dict) else [entry])
+    return nodes
+
+
+_COMPOSITIONS = _Compositions()
 
 
 def augment_preset(name: str) -> AugmentSpec:
