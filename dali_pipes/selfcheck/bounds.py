@@ -78,6 +78,35 @@ def figures(a: torch.Tensor, b: torch.Tensor) -> Bound:
     return Bound(diff.mean().item(), diff.max().item(), 100 * (diff > 16).float().mean().item())
 
 
+class Difference:
+    """:func:`figures` gathered pair by pair: the figures of an epoch compared image by
+    image, without holding the epoch as one tensor (a whole-image preset's epoch of the
+    shared photos is over a gigabyte as float32)."""
+
+    def __init__(self) -> None:
+        self.values = 0
+        self._total = 0.0
+        self._largest = 0.0
+        self._over16 = 0
+
+    def add(self, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Count the differences of ``a`` and ``b`` (one image, or a batch)."""
+        diff = (a.float() - b.float()).abs()
+        if diff.numel() == 0:
+            return
+        self.values += diff.numel()
+        self._total += diff.sum(dtype=torch.float64).item()
+        self._largest = max(self._largest, diff.max().item())
+        self._over16 += int((diff > 16).sum().item())
+
+    def figures(self) -> Bound:
+        """The figures of every pair added, as :func:`figures` gives them for the pairs
+        joined into one tensor each."""
+        if self.values == 0:
+            raise ValueError("no values were compared")
+        return Bound(self._total / self.values, self._largest, 100 * self._over16 / self.values)
+
+
 #: DALI on the CPU vs the torch backend, crop (and flip) only.
 DALI_CPU_VS_TORCH = Bound(0.5, 4)
 #: DALI on the GPU vs DALI on the CPU, by ``fancy_upsampling`` (the decoders' difference).
