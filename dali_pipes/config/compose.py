@@ -36,8 +36,8 @@ def compose_config(overrides: Sequence[str] = (), config_name: str = "train") ->
 
     Outside ``@hydra.main`` a composition already made in this process is given again as
     a copy (:class:`_Compositions`): Hydra reads and merges every YAML file of the
-    config's defaults on each call, a quarter of a second, and a notebook or a test
-    suite composes the same few configs again and again."""
+    config's defaults on each call, and a notebook or a test suite composes the same
+    few configs again and again."""
     register()  # done by ``import dali_pipes``; again in case the ConfigStore was cleared
     try:
         if GlobalHydra.instance().is_initialized():  # inside a tool's @hydra.main: conf/

@@ -80,8 +80,8 @@ def figures(a: torch.Tensor, b: torch.Tensor) -> Bound:
 
 class Difference:
     """:func:`figures` gathered pair by pair: the figures of an epoch compared image by
-    image, without holding the epoch as one tensor (a whole-image preset's epoch of the
-    shared photos is over a gigabyte as float32)."""
+    image, without holding the epoch as one tensor (a whole-image preset's epoch of real
+    photos, as float32, can take more memory than a test machine has to spare)."""
 
     def __init__(self) -> None:
         self.values = 0
