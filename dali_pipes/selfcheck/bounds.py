@@ -74,8 +74,9 @@ class Bound(NamedTuple):
 
 def figures(a: torch.Tensor, b: torch.Tensor) -> Bound:
     """The measured difference of two batches on the 0-255 scale."""
-    diff = (a.float() - b.float()).abs()
-    return Bound(diff.mean().item(), diff.max().item(), 100 * (diff > 16).float().mean().item())
+    difference = Difference()
+    difference.add(a, b)
+    return difference.figures()
 
 
 class Difference:
@@ -100,8 +101,8 @@ class Difference:
         self._over16 += int((diff > 16).sum().item())
 
     def figures(self) -> Bound:
-        """The figures of every pair added, as :func:`figures` gives them for the pairs
-        joined into one tensor each."""
+        """The figures of every pair added: those of the pairs joined into one tensor
+        each."""
         if self.values == 0:
             raise ValueError("no values were compared")
         return Bound(self._total / self.values, self._largest, 100 * self._over16 / self.values)
