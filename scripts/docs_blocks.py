@@ -39,7 +39,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -201,31 +200,10 @@ def run_blocks(
     env = environment(folder)
     if not warm or os.environ.get("DALI_PIPES_DOCS_COLD") == "1" or not _any_command(found):
         return _run_in(found, folder, timeout, env)
-    env["PATH"] = f"{_warm_server().bin}{os.pathsep}{env['PATH']}"
+    from warm_python import this_process  # shared by the pages (and tests) of this process
+
+    env["PATH"] = f"{this_process().bin}{os.pathsep}{env['PATH']}"
     return _run_in(found, folder, timeout, env)
-
-
-#: The warm interpreter of this process, started by the first page that runs a command and
-#: shared by the pages after it: each command is forked from its untouched imports with
-#: the page's folder and environment, so a page sees what it would see with its own.
-_WARM: list[Any] = []
-
-
-def _warm_server() -> Any:
-    """This process's warm interpreter (:mod:`warm_python`), started on first use (again if
-    it died), stopped when the process exits."""
-    import atexit
-    import tempfile
-
-    from warm_python import WarmPython
-
-    if not _WARM or _WARM[0].server.poll() is not None:
-        if _WARM:
-            _WARM.pop().close()
-        home = Path(tempfile.mkdtemp(prefix="warm-home-"))  # its own folder: no page's
-        _WARM.append(WarmPython(environment(), home))
-        atexit.register(lambda: [server.close() for server in _WARM])
-    return _WARM[0]
 
 
 def _any_command(found: list[Block]) -> bool:

@@ -1,15 +1,18 @@
 """``python -m dali_pipes.<command>`` without paying the imports again: a warm interpreter.
 
-A docs page runs its commands as a reader would, each in a new process. Most of one
-command's time on a small machine is start-up: importing torch, DALI and dali_pipes, and
-torch's compiler stack, which the first optimizer imports. A warm interpreter imports
-them once (the docs' tests start one per test process, for all its pages); each
-``python -m dali_pipes.<command>`` of a page is then a process forked from it, with the
-command's own arguments, working directory, environment and standard streams, run as
-``python -m`` runs a module, and ended as an interpreter ends (threads joined, ``atexit``
-handlers run). The server ends with the process that started it, even one killed.
-``python -c CODE`` and ``python SCRIPT.py`` go the same way; anything else (other flags,
-``torchrun``) runs the real interpreter.
+A docs page runs its commands as a reader would, each in a new process, and so do the
+tests (tests/helpers/warm.py). Most of one short command's time on a small machine is
+start-up: importing torch, DALI and dali_pipes, and torch's compiler stack, which the
+first optimizer imports. A warm interpreter imports them once; each ``python -m
+dali_pipes.<command>`` is then a process forked from it, with the command's own
+arguments, working directory, environment and standard streams (buffered as a new
+interpreter would buffer them), run as ``python -m`` runs a module, and ended as an
+interpreter ends (threads joined, ``atexit`` handlers run). The server ends with the
+process that started it, even one killed. ``python -c CODE`` and ``python SCRIPT.py`` go
+the same way; anything else (other flags, ``torchrun`` itself) runs the real interpreter,
+and so does a command whose environment differs from the server's in a variable that
+acts when an interpreter or a library starts (:func:`acts_at_start`: the import path,
+OpenMP's threads, ...), which a forked process would not see.
 
 Pieces: :class:`WarmPython` starts the server (``serve``) and writes a ``python`` shim
 into a folder to put first on ``PATH``; the shim hands matching command lines to
@@ -48,6 +51,14 @@ PRELOAD = (
 MODULES = "dali_pipes."
 #: Seconds a command waits for the server's socket to appear.
 START_TIMEOUT = 120.0
+#: Prefixes of environment variables read when an interpreter or a library it imports
+#: starts, not when a command uses them.
+_AT_START = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "LD_", "LC_", "LANG", "TORCH",
+             "DALI_", "HYDRA_")  # fmt: skip
+#: Those of them read on use: each command's streams are made anew (``PYTHONUNBUFFERED``);
+#: dali_pipes reads its own when it needs them; torchrun's for its ranks (the elastic
+#: agent's, NCCL's) are read when a rank joins its group.
+_ON_USE = ("PYTHONUNBUFFERED", "DALI_PIPES_", "TORCHELASTIC_", "TORCH_NCCL_")
 _RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -76,6 +87,8 @@ class WarmPython:
         )
         shim.chmod(0o755)
         (self.bin / "python3").symlink_to("python")
+        started = {k: v for k, v in env.items() if acts_at_start(k)}
+        (self.folder / "env.json").write_text(json.dumps(started))
         code = f"import sys; sys.path.insert(0, {str(here.parent)!r}); import warm_python; "
         code += f"warm_python.serve({str(self.socket)!r})"
         self.server = subprocess.Popen(
@@ -92,6 +105,7 @@ class WarmPython:
         self.server.wait()
         for path in (self.bin / "python3", self.bin / "python", self.socket):
             path.unlink(missing_ok=True)
+        (self.folder / "env.json").unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.bin.rmdir()
             self.folder.rmdir()
@@ -101,6 +115,42 @@ class WarmPython:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def acts_at_start(name: str) -> bool:
+    """Whether the environment variable ``name`` acts when a process starts (an
+    interpreter's flags and import path, OpenMP's and BLAS's threads, the locale, what
+    torch, DALI or Hydra read at import): a command forked from the server would not see
+    a value of its own."""
+    return name.startswith(_AT_START) and not name.startswith(_ON_USE)
+
+
+_THIS_PROCESS: list[WarmPython] = []
+
+
+def this_process(env: dict[str, str] | None = None) -> WarmPython:
+    """This process's warm interpreter, shared by all that run commands in it (the docs'
+    pages, the tests): started on first use (again if it died) in an empty folder of its
+    own, with ``env`` (by default this process's environment), and stopped when the
+    process exits. A command whose start-up variables differ from those runs cold."""
+    import atexit
+    import shutil
+
+    if _THIS_PROCESS and _THIS_PROCESS[0].server.poll() is None:
+        return _THIS_PROCESS[0]
+    if not _THIS_PROCESS:
+        atexit.register(_close_this_process)
+    else:
+        _THIS_PROCESS.pop().close()
+    home = tempfile.mkdtemp(prefix="warm-home-")
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    _THIS_PROCESS.append(WarmPython(dict(os.environ if env is None else env), Path(home)))
+    return _THIS_PROCESS[0]
+
+
+def _close_this_process() -> None:
+    for server in _THIS_PROCESS:
+        server.close()
 
 
 # ---------------------------------------------------------------------------- server
@@ -180,6 +230,7 @@ def _command(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    _fresh_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
     random.seed()  # a fresh interpreter's own seeds, not the server's
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
@@ -213,6 +264,29 @@ def _command(request: dict[str, Any], fds: list[int]) -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def _fresh_streams(unbuffered: bool) -> None:
+    """``sys.stdout`` and ``sys.stderr`` made for the command's descriptors as a new
+    interpreter makes them: stdout line-buffered on a terminal, else in blocks; stderr by
+    lines; both unbuffered under ``PYTHONUNBUFFERED`` (what a run printed before it was
+    killed is then in its output), whatever the server's own were made with."""
+    import io
+
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "w", closefd=False)
+        binary: Any = raw if unbuffered else io.BufferedWriter(raw)  # a raw file or a buffer
+        stream = io.TextIOWrapper(
+            binary,
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n",
+            line_buffering=not unbuffered and (name == "stderr" or raw.isatty()),
+            write_through=unbuffered,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _exit_code(code: object) -> int:
@@ -265,11 +339,24 @@ def client(path: str, argv: list[str]) -> int:
     return int(line) if line.strip() else 1
 
 
+def _same_start(path: str) -> bool:
+    """Whether this environment and the server's (written beside its ``path``) agree on
+    every variable that acts at start-up (:func:`acts_at_start`)."""
+    with open(os.path.join(os.path.dirname(path), "env.json")) as f:
+        server = json.load(f)
+    mine = {k: v for k, v in os.environ.items() if acts_at_start(k)}
+    return bool(mine == server)
+
+
 def main() -> None:
-    """The shim's entry: ``warm_python.py SOCKET -m MODULE ARGS`` (or ``-c``, a script)."""
+    """The shim's entry: ``warm_python.py SOCKET -m MODULE ARGS`` (or ``-c``, a script).
+    A command whose start-up environment differs from the server's runs cold."""
+    if not _same_start(sys.argv[1]):
+        os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
     status = client(sys.argv[1], ["python", *sys.argv[2:]])
     if status < 0:  # killed by a signal: end the same way, as the shell expects
-        signal.signal(-status, signal.SIG_DFL)
+        if -status != signal.SIGKILL:  # whose handler cannot be set, nor needs to be
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     sys.exit(status)
 

@@ -27,6 +27,8 @@ def shells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dic
     """A folder, and the environments of a cold shell and of one with a warm interpreter."""
     folder = tmp_path_factory.mktemp("warm")
     (folder / "script.py").write_text(SCRIPT)
+    (folder / "lib").mkdir()
+    (folder / "lib" / "extra.py").write_text("X = 'from PYTHONPATH'\n")
     cold = environment(folder)
     with WarmPython(cold, folder) as server:
         warm = dict(cold, PATH=f"{server.bin}:{cold['PATH']}")
@@ -57,6 +59,15 @@ def run(line: str, folder: Path, env: dict[str, str], stdin: str = "") -> tuple[
         "python -c 'import os; os.kill(os.getpid(), 15)'; echo $?",
         "python -c 'raise ValueError(\"boom\")' 2>&1 | tail -1",
         "python -m dali_pipes.train no_such_key=1",
+        # Streams buffered as a new interpreter's: by lines on stderr, unbuffered or not
+        # as the command's own PYTHONUNBUFFERED says (the server's is set).
+        "PYTHONUNBUFFERED= python -c 'import sys; o, e = sys.stdout, sys.stderr; print("
+        "o.write_through, o.line_buffering, e.write_through, e.line_buffering)'",
+        "PYTHONUNBUFFERED= python -c 'import os; print(\"unflushed\"); os.kill(os.getpid(), 9)'"
+        " | cat; echo ${PIPESTATUS[0]}",
+        # What acts at start-up, which a forked command could not see: run cold.
+        "PYTHONPATH=lib python -c 'import extra; print(extra.X)'",
+        "OMP_NUM_THREADS=3 python -c 'import torch; print(torch.get_num_threads())'",
     ],
 )
 def test_a_warm_command_gives_what_a_new_interpreter_gives(
@@ -66,6 +77,20 @@ def test_a_warm_command_gives_what_a_new_interpreter_gives(
     assert run(line, folder, warm, stdin="some input") == run(
         line, folder, cold, stdin="some input"
     )
+
+
+PRELOADED = "python -c 'import sys; print(\"torch._dynamo\" in sys.modules)'"
+
+
+def test_a_command_runs_warm_unless_its_start_up_environment_differs(
+    shells: tuple[Path, dict, dict],
+) -> None:
+    folder, _, warm = shells
+    assert run(PRELOADED, folder, warm) == (0, "True\n")
+    assert run(f"OMP_NUM_THREADS=7 {PRELOADED}", folder, warm) == (0, "False\n")
+    assert run(f"PYTHONPATH=lib {PRELOADED}", folder, warm) == (0, "False\n")
+    # torchrun's variables for its ranks are read when a rank joins: still warm.
+    assert run(f"TORCHELASTIC_RUN_ID=x {PRELOADED}", folder, warm) == (0, "True\n")
 
 
 def test_a_command_signalled_through_the_shim_ends_as_signalled(

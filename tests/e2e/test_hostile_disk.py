@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from conftest import REPO, TESTS
 from helpers.disks import fill, tmpfs
 from helpers.errors import one_line
 from helpers.shards import pack
+from helpers.warm import python
 
 from dali_pipes import compose_config
 from dali_pipes.data.files import WriteError
@@ -44,7 +44,7 @@ def epochs_in_metrics(out: Path) -> list[int]:
 def run_train(*overrides: str, probe: str | None = None) -> subprocess.CompletedProcess[str]:
     command = [str(TESTS / "probes" / probe)] if probe else ["-m", "dali_pipes.train"]
     return subprocess.run(
-        [sys.executable, *command, *overrides],
+        [python(), *command, *overrides],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.runs import TORCHRUN, rows, signal_mid_epoch, torchrun
+from helpers.runs import rows, signal_mid_epoch, torchrun, torchrun_command
 
 from dali_pipes.data.sample_set import ensure_sample_dataset
 from dali_pipes.train import checkpoints as checkpoint
@@ -49,7 +49,7 @@ def test_a_mix_preempted_on_2_ranks_resumes_to_the_uninterrupted_weights_and_los
     assert "data=mix (585 of " in ref.stderr and " + 195 of small per epoch)" in ref.stderr
 
     out = tmp_path / "run"
-    command = [*TORCHRUN, "--nproc_per_node=2", *args, f"output_dir={out}"]
+    command = torchrun_command(2, *args, f"output_dir={out}")
     code, stderr = signal_mid_epoch(command, out, signal.SIGTERM, settle=1.0)
     assert code != 0 and "interrupted by SIGTERM" in stderr, stderr[-3000:]
     assert any("interrupted_at_batch" in p.name for p in (out / "checkpoints").iterdir())

@@ -21,6 +21,7 @@ import pytest
 from conftest import BUNDLED_PHOTOS
 from helpers.batches import assert_same, batches, epoch_with, lazy
 from helpers.s3server import S3Server, relayed
+from helpers.warm import python
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.manifest import read_manifest
@@ -159,7 +160,7 @@ def test_training_on_an_imagenet_layout_in_a_bucket_writes_no_credentials(
     s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "job/train")
     s3.upload(Path(BUNDLED_PHOTOS), BUCKET, "job/val")
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "dali_pipes.train", "data=imagenet"]
+    command = [python(), "-m", "dali_pipes.train", "data=imagenet"]
     command += [f"data.root=s3://{BUCKET}/job", "data.batch_size=4", "augment=small"]
     command += ["model=small_cnn", "trainer=quick", "trainer.epochs=1", "backend.device=cpu"]
     done = subprocess.run(

@@ -8,15 +8,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO, TESTS
-from helpers.runs import PREEMPTIBLE, TORCHRUN, rows, torchrun
+from helpers.runs import PREEMPTIBLE, rows, torchrun, torchrun_command
 from helpers.shared import PreemptedRun, own_copy
+from helpers.warm import python
 
 from dali_pipes.errors import DaliPipesError
 from dali_pipes.runtime.preemption import Interrupted, Preempted, StopRequest
@@ -59,7 +59,7 @@ def test_ranks_agree_on_the_step_to_stop_after_when_one_rank_is_signalled(
     tmp_path: Path,
 ) -> None:
     done = subprocess.run(
-        [*TORCHRUN, "--nproc_per_node=2", str(TESTS / "probes" / "stop_probe.py"), str(tmp_path)],
+        torchrun_command(2, str(TESTS / "probes" / "stop_probe.py"), str(tmp_path)),
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -135,7 +135,7 @@ def blocked_run(tree: Path, out: Path, *extra: str) -> tuple[subprocess.Popen[st
     stuck = sorted(tree.rglob("*.jpg"))[3]
     proc = subprocess.Popen(
         [
-            sys.executable,
+            python(),
             str(TESTS / "probes" / "blocked_read_probe.py"),
             str(stuck),
             "data=folder",

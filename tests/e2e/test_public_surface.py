@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from conftest import TESTS
+from helpers.warm import python
 from omegaconf import DictConfig, OmegaConf
 
 import dali_pipes
@@ -50,7 +50,7 @@ def test_every_name_dali_pipes_exported_still_imports() -> None:
 @pytest.mark.parametrize("tool", TOOLS)
 def test_every_tool_still_runs_as_python_m(tool: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", f"dali_pipes.{tool}", "--help"],
+        [python(), "-m", f"dali_pipes.{tool}", "--help"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

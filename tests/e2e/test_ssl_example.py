@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from helpers.warm import python
 
 #: The test's shorter run: what it trains on and for how long.
 SHORT = ["--epochs", "8", "data.train_per_class=60", "data.val_per_class=30", "data.batch_size=32"]
@@ -27,7 +27,7 @@ MARGIN = 0.10
 def test_the_example_learns_features_that_beat_the_untrained_network(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "self_supervised.py"), "--out", str(out), *SHORT],
+        [python(), str(REPO / "examples" / "self_supervised.py"), "--out", str(out), *SHORT],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from helpers.runs import rows, run_cli, signal_mid_epoch
+from helpers.warm import python
 
 from dali_pipes import compose_config
 from dali_pipes.train import checkpoints as checkpoint
@@ -142,7 +142,7 @@ def test_a_task_run_interrupted_mid_epoch_resumes_to_the_uninterrupted_weights_a
     train(compose_config([f"output_dir={reference}", *args]))
 
     out = tmp_path / "interrupted"
-    command = [sys.executable, "-m", "dali_pipes.train", f"output_dir={out}", *args]
+    command = [python(), "-m", "dali_pipes.train", f"output_dir={out}", *args]
     returncode, stderr = signal_mid_epoch(command, out, signal.SIGINT, settle=0.5)
     assert returncode == 130, stderr[-2000:]
     stopped = checkpoint.latest(out / "checkpoints")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import REPO
+from helpers.warm import python
 
 from dali_pipes import compose_config
 from dali_pipes.train.run import train
@@ -39,7 +39,7 @@ TINY = ["data.train_per_class=24", "data.val_per_class=6", "data.batch_size=8", 
 @pytest.mark.slow
 def test_the_train_entry_point_trains_on_a_torchvision_pipeline(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "dali_pipes.train", TRAIN, VAL, *TINY, f"output_dir={tmp_path}"],
+        [python(), "-m", "dali_pipes.train", TRAIN, VAL, *TINY, f"output_dir={tmp_path}"],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         capture_output=True,
         text=True,
@@ -62,7 +62,7 @@ def test_the_loop_runs_a_torchvision_pipeline_on_the_torch_backend(tmp_path: Pat
 def test_a_transform_that_cannot_be_mapped_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
     lam = f"augment.torchvision.train={{_target_: {V2}.Compose, transforms: [{{_target_: {V2}.CenterCrop, size: 8}}, {{_target_: {V2}.GaussianNoise}}]}}"  # noqa: E501
     done = subprocess.run(
-        [sys.executable, "-m", "dali_pipes.train", lam, f"output_dir={tmp_path}"],
+        [python(), "-m", "dali_pipes.train", lam, f"output_dir={tmp_path}"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import difflib
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from helpers.warm import python
 
 
 def with_dataloader(script: Path, lines: Mapping[str, str], out: Path) -> Path:
@@ -34,7 +35,7 @@ def run_script(script: Path, data: Path, args: Sequence[str]) -> str:
     """Run ``script --data-path data *args`` in a fresh interpreter; its stdout, or the
     test fails with the end of its stderr."""
     done = subprocess.run(
-        [sys.executable, str(script), "--data-path", str(data), *args],
+        [python(), str(script), "--data-path", str(data), *args],
         capture_output=True,
         text=True,
         timeout=900,

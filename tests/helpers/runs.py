@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from dali_pipes.train.checkpoints import latest
+from helpers.warm import python
 
 REPO = Path(__file__).resolve().parents[2]
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 #: Unbuffered, so that what a run printed before it was killed is in its stderr.
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -37,10 +37,18 @@ def rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def torchrun_command(nproc: int, *args: str) -> list[str]:
+    """``torchrun --standalone --nproc_per_node=nproc ARGS``, where ARGS is ``-m MODULE
+    ...`` or ``SCRIPT ...``: each rank is started with the tests' warm interpreter
+    (helpers/warm.py) instead of ``python -u``; torchrun itself is the real one."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    return [*launcher, f"--nproc_per_node={nproc}", "--no-python", python(), *args]
+
+
 def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``python -m dali_pipes.train ARGS`` from the repository root, output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "dali_pipes.train", *args],
+        [python(), "-m", "dali_pipes.train", *args],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         capture_output=True,
         text=True,
@@ -52,7 +60,7 @@ def run_cli(args: list[str], timeout: float = 600) -> subprocess.CompletedProces
 def torchrun(nproc: int, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``torchrun --standalone --nproc_per_node=nproc ARGS``, which must succeed."""
     done = subprocess.run(
-        [*TORCHRUN, f"--nproc_per_node={nproc}", *args],
+        torchrun_command(nproc, *args),
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -84,7 +92,7 @@ def preempt_in_epoch_1(nproc: int, out: Path) -> tuple[Path, int, str]:
     """Start :data:`PREEMPTIBLE` under torchrun and SIGTERM it inside epoch 1 (as SLURM
     does; torchrun passes it on to every rank): the mid-epoch checkpoint, the exit code
     and stderr."""
-    command = [*TORCHRUN, f"--nproc_per_node={nproc}", *PREEMPTIBLE, f"output_dir={out}"]
+    command = torchrun_command(nproc, *PREEMPTIBLE, f"output_dir={out}")
     returncode, stderr = signal_mid_epoch(command, out, signal.SIGTERM, settle=1.0)
     stopped = latest(out / "checkpoints")
     assert stopped is not None and "interrupted_at_batch" in stopped.name, stderr[-3000:]

@@ -4,7 +4,6 @@ ImageNet preset's batches unchanged by the redesign."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import torch
 import torchvision.transforms.v2.functional as F
 from conftest import BUNDLED_PHOTOS, TESTS
+from helpers.warm import python
 
 from dali_pipes import DALIIterator, build_loader, compose_config
 from dali_pipes.augment import Pipeline
@@ -97,7 +97,7 @@ def test_the_command_line_reports_a_bad_op_in_one_line_before_touching_data(
 ) -> None:
     result = subprocess.run(
         [
-            sys.executable,
+            python(),
             "-m",
             "dali_pipes.train",
             "data=folder",

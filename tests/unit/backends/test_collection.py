@@ -14,11 +14,11 @@ collects) and reports whether the callback came back.
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from conftest import BUNDLED_PHOTOS, REPO
+from helpers.warm import python
 
 ROOT = REPO
 
@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent(
 
 def test_a_loader_collected_on_a_dali_thread_does_not_deadlock(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(BUNDLED_PHOTOS)],
+        [python(), "-c", SCRIPT, str(BUNDLED_PHOTOS)],
         capture_output=True,
         text=True,
         cwd=ROOT,

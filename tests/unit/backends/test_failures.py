@@ -18,6 +18,7 @@ import pytest
 import torch
 from conftest import HAS_CUDA, REPO, gpu
 from helpers.errors import folder_cfg, one_line, small_tree
+from helpers.warm import python
 from torchvision.io import encode_jpeg
 
 from dali_pipes import DataError, DeviceError, build_loader, compose_config
@@ -386,7 +387,7 @@ def test_a_script_that_stops_after_the_first_batch_exits_cleanly(
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [python(), "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(4, 3, 16, 16)"

@@ -6,7 +6,6 @@ hand-overs).
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import torch
 from conftest import gpu
 from helpers.launch import CPU, GPU0, cuda, synthetic_cfg
+from helpers.warm import python
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.augment.spec import AugmentSpec
@@ -173,7 +173,7 @@ def test_training_with_dali_on_the_cpu_puts_the_model_on_the_gpu(
 ) -> None:
     done = subprocess.run(
         [
-            sys.executable,
+            python(),
             "-m",
             "dali_pipes.train",
             "data=folder",

@@ -133,9 +133,11 @@ def run_ranks(
         env["DALI_PIPES_JOB_KEY"] = uuid.uuid4().hex
     else:
         env.pop("DALI_PIPES_JOB_KEY", None)
+    from helpers.warm import python  # here: as a script, this file has no helpers
+
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, mode, str(root), str(out), *extra],
+            [python(), __file__, mode, str(root), str(out), *extra],
             env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from helpers.warm import python
 
 from dali_pipes.data import s3
 from dali_pipes.errors import DataError
@@ -64,7 +64,7 @@ def test_a_forked_worker_reads_even_when_a_parent_thread_held_the_lock_at_the_fo
     module's lock (building a client): the child must not inherit it held."""
     env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing is requested
     done = subprocess.run(
-        [sys.executable, "-c", FORK_WHILE_HELD], env=env, capture_output=True, text=True, timeout=90
+        [python(), "-c", FORK_WHILE_HELD], env=env, capture_output=True, text=True, timeout=90
     )
     assert done.stdout.strip() == "exit 0", done.stdout + done.stderr[-2000:]
 

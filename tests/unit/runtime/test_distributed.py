@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 from conftest import LAUNCH_VARS, REPO, TESTS, gpu
 from helpers.launch import slurm
+from helpers.warm import python
 
 from dali_pipes.errors import ConfigError
 from dali_pipes.runtime.distributed import Ranks, cpu_share, ranks, slurm_tasks_on_node
@@ -98,7 +98,7 @@ def placement(cwd: Path, env: dict[str, str], *overrides: str) -> dict[str, str]
     """Run the placement probe with ``overrides`` from ``cwd`` with ``env`` (the
     launcher's variables); where it found the model, the loader and the batch."""
     done = subprocess.run(
-        [sys.executable, str(PLACEMENT_PROBE), *overrides],
+        [python(), str(PLACEMENT_PROBE), *overrides],
         cwd=cwd,
         env=env,
         capture_output=True,

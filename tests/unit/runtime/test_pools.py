@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import TESTS
+from helpers.warm import python
 
 from dali_pipes import build_loader, compose_config, registry
 from dali_pipes.backends import create_loader
@@ -151,7 +152,7 @@ except RuntimeError as error:
 
 def test_a_worker_killed_by_a_segmentation_fault_prints_its_python_stack() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", _CRASHING_WORKER],
+        [python(), "-c", _CRASHING_WORKER],
         capture_output=True,
         text=True,
         timeout=120,

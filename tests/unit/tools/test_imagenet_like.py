@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import BUNDLED_PHOTOS, REPO
 from helpers.once import made_once
+from helpers.warm import python
 from PIL import Image, JpegImagePlugin
 
 from dali_pipes import build_loader, compose_config
@@ -27,7 +27,7 @@ LUMA += [103, 99]
 def make(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
     """The script as a user runs it, in its own process."""
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=300
+        [python(), str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=300
     )
 
 

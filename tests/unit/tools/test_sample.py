@@ -4,10 +4,10 @@ ImageFolder pair, once; it refuses a folder that holds anything else."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.warm import python
 from torchvision.datasets import ImageFolder
 
 from dali_pipes.data.sample_set import CLASSES
@@ -37,7 +37,7 @@ def test_writing_it_again_leaves_it_and_another_folder_is_refused(tmp_path: Path
 def test_the_command_prints_one_line_and_a_refusal_is_one_line_with_exit_code_2(
     tmp_path: Path,
 ) -> None:
-    command = [sys.executable, "-m", "dali_pipes.sample", "--train-per-class", "1"]
+    command = [python(), "-m", "dali_pipes.sample", "--train-per-class", "1"]
     done = subprocess.run([*command, "--val-per-class", "1", "out"], cwd=tmp_path,
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0 and done.stdout.startswith("wrote 12 JPEG files"), done.stderr

@@ -4,13 +4,13 @@ op gallery; each a real PNG of the size its layout gives, with content."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import BUNDLED_PHOTOS, REPO
 from helpers.png import check_png
+from helpers.warm import python
 from omegaconf import DictConfig, OmegaConf
 
 from dali_pipes import compose_config
@@ -180,7 +180,7 @@ def test_show_runs_from_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "cli.png"
     done = subprocess.run(
         [
-            sys.executable,
+            python(),
             "-m",
             "dali_pipes.show",
             *DATA,

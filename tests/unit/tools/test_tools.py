@@ -9,13 +9,13 @@ import json
 import math
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO
 from helpers.png import check_png
+from helpers.warm import python
 
 from dali_pipes import compose_config
 from dali_pipes.tools.bench import run_bench
@@ -152,7 +152,7 @@ def test_doctor_reports_input_boundness_and_writes_a_usable_tuned_config(
     # The command the file advertises works from the command line too.
     done = subprocess.run(
         [
-            sys.executable,
+            python(),
             "-m",
             "dali_pipes.train",
             "--config-dir",
