@@ -8,11 +8,12 @@ dali_pipes.<command>`` is then a process forked from it, with the command's own
 arguments, working directory, environment and standard streams (buffered as a new
 interpreter would buffer them), run as ``python -m`` runs a module, and ended as an
 interpreter ends (threads joined, ``atexit`` handlers run). The server ends with the
-process that started it, even one killed. ``python -c CODE`` and ``python SCRIPT.py`` go
-the same way; anything else (other flags, ``torchrun`` itself) runs the real interpreter,
-and so does a command whose environment differs from the server's in a variable that
-acts when an interpreter or a library starts (:func:`acts_at_start`: the import path,
-OpenMP's threads, ...), which a forked process would not see.
+process that started it, even one killed. ``python -c CODE``, ``python SCRIPT.py`` and
+``python -m torch.distributed.run`` (whose ranks ``--no-python`` with this ``python`` makes
+warm too) go the same way; anything else (other flags, the ``torchrun`` script) runs the
+real interpreter, and so does a command whose environment differs from the server's in a
+variable that acts when an interpreter or a library starts (:func:`acts_at_start`: the
+import path, OpenMP's threads, ...), which a forked process would not see.
 
 Pieces: :class:`WarmPython` starts the server (``serve``) and writes a ``python`` shim
 into a folder to put first on ``PATH``; the shim hands matching command lines to
@@ -37,18 +38,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: What the server imports before it forks commands (what they import first anyway).
+#: What the server imports before it forks commands (what they import first anyway: a
+#: training run's loader, feed and TensorBoard writer among them).
 PRELOAD = (
     "dali_pipes",
     "dali_pipes.config.cli",
     "dali_pipes.train.run",
+    "dali_pipes.backends.dali.feed",
+    "dali_pipes.backends.dali.blame",
     "torch._dynamo",
+    "torch.distributed.launcher.api",  # what torch.distributed.run imports (not itself)
+    "torch.utils.tensorboard",
     "torchvision.io",
     "nvidia.dali",
 )
-#: The commands the shim sends to the server: ``python -m`` of these modules, ``python -c
-#: CODE`` and ``python SCRIPT.py``.
-MODULES = "dali_pipes."
+#: The commands the shim sends to the server: ``python -m`` of these modules (dali_pipes'
+#: commands and torchrun's launcher), ``python -c CODE`` and ``python SCRIPT.py``.
+MODULES = ("dali_pipes.", "torch.distributed.run ")
 #: Seconds a command waits for the server's socket to appear.
 START_TIMEOUT = 120.0
 #: Prefixes of environment variables read when an interpreter or a library it imports
@@ -76,9 +82,10 @@ class WarmPython:
         real = sys.executable
         here = Path(__file__).resolve()
         shim = self.bin / "python"
+        modules = "|".join(f'"-m {name}"*' for name in MODULES)
         shim.write_text(
             "#!/bin/sh\n"
-            f'case "$1 $2" in "-m {MODULES}"*|"-c "*|*.py" "*|*.py) warm=1;; *) warm=;; esac\n'
+            f'case "$1 $2 " in {modules}|"-c "*|*.py" "*|*.py) warm=1;; *) warm=;; esac\n'
             'if [ -n "$warm" ]; then\n'
             f"  exec {shlex.quote(real)} -I -S {shlex.quote(str(here))} "
             f'{shlex.quote(str(self.socket))} "$@"\n'

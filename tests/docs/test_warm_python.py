@@ -59,6 +59,7 @@ def run(line: str, folder: Path, env: dict[str, str], stdin: str = "") -> tuple[
         "python -c 'import os; os.kill(os.getpid(), 15)'; echo $?",
         "python -c 'raise ValueError(\"boom\")' 2>&1 | tail -1",
         "python -m dali_pipes.train no_such_key=1",
+        "python -m torch.distributed.run --standalone --nproc_per_node=1 script.py a 2>&1",
         # Streams buffered as a new interpreter's: by lines on stderr, unbuffered or not
         # as the command's own PYTHONUNBUFFERED says (the server's is set).
         "PYTHONUNBUFFERED= python -c 'import sys; o, e = sys.stdout, sys.stderr; print("

@@ -10,12 +10,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import CORNER, REPO
 from helpers.once import made_once
+from helpers.runs import torchrun_command
 
 from dali_pipes.errors import DataError
 from dali_pipes.image.decode import decode_bytes, read_file
@@ -55,10 +55,9 @@ def skip_under_torchrun(
     def make(folder: Path) -> None:
         mixed = mix(real_photos, folder / "mixed")
         out = folder / "out"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
         probe = str(REPO / "tests" / "probes" / "skip_probe.py")
         done = subprocess.run(
-            [*cmd, probe, str(mixed), str(out), "dali", "torch"],
+            torchrun_command(2, probe, str(mixed), str(out), "dali", "torch"),
             capture_output=True,
             text=True,
             cwd=REPO,

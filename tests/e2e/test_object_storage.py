@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 from conftest import BUNDLED_PHOTOS
 from helpers.batches import assert_same, batches, epoch_with, lazy
+from helpers.runs import torchrun_command
 from helpers.s3server import S3Server, relayed
 from helpers.warm import python
 
@@ -381,10 +381,12 @@ def test_a_bucket_is_listed_once_per_job_and_sent_to_the_other_ranks(
     s3: S3Server, tmp_path: Path
 ) -> None:
     url = upload(s3, "ranks")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     probe = Path(__file__).resolve().parents[1] / "probes" / "listing_probe.py"
     done = subprocess.run(
-        [*cmd, str(probe), url, str(tmp_path)], capture_output=True, text=True, timeout=300
+        torchrun_command(2, str(probe), url, str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     files = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -21,6 +21,7 @@ from conftest import BUNDLED_PHOTOS
 from helpers.batches import assert_same, batches, epoch_with, lazy
 from helpers.s3server import S3Server, relayed
 from helpers.shards import pack
+from helpers.warm import python
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.s3 import forget_clients
@@ -203,18 +204,18 @@ def test_a_pack_into_a_bucket_killed_with_sigkill_resumes_to_the_same_shards(
 ) -> None:
     """``kill -9`` while the shards go up: what is in the bucket is whole shards only, and
     rerunning the command finishes the pack, equal to a pack into a folder."""
-    command = [sys.executable, "-m", "dali_pipes.pack", "data=folder", f"data.root={real_photos}"]
+    command = ["-m", "dali_pipes.pack", "data=folder", f"data.root={real_photos}"]
     command.append("pack.shard_size_mb=0.3")
     env = dict(os.environ)
 
     def pack_cli(out: str) -> subprocess.CompletedProcess[str]:
-        run = [*command, f"out={out}"]
+        run = [python(), *command, f"out={out}"]
         return subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
     assert pack_cli(str(tmp_path / "clean")).returncode == 0
     url = f"s3://{BUCKET}/killed"
-    proc = subprocess.Popen(
-        [*command, f"out={url}"],
+    proc = subprocess.Popen(  # a real interpreter: it is the process kill -9 ends
+        [sys.executable, *command, f"out={url}"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -7,7 +7,6 @@ import csv
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -39,9 +38,9 @@ def rows(out: Path) -> list[dict[str, str]]:
 
 def torchrun_command(nproc: int, *args: str) -> list[str]:
     """``torchrun --standalone --nproc_per_node=nproc ARGS``, where ARGS is ``-m MODULE
-    ...`` or ``SCRIPT ...``: each rank is started with the tests' warm interpreter
-    (helpers/warm.py) instead of ``python -u``; torchrun itself is the real one."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    ...`` or ``SCRIPT ...``: the launcher and each rank are started with the tests' warm
+    interpreter (helpers/warm.py), the ranks instead of torchrun's ``python -u``."""
+    launcher = [python(), "-m", "torch.distributed.run", "--standalone"]
     return [*launcher, f"--nproc_per_node={nproc}", "--no-python", python(), *args]
 
 

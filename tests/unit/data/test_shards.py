@@ -16,6 +16,7 @@ import torch
 from conftest import IDENTITY_CLASSES, REPO
 from helpers.identity import SIZE, N, ids
 from helpers.shards import pack
+from helpers.warm import python
 
 from dali_pipes import build_loader, compose_config
 from dali_pipes.data.sampling import StreamSampler
@@ -254,18 +255,18 @@ def compose_and_build(out: Path) -> Any:
 def test_a_pack_killed_with_sigkill_resumes_to_the_same_shards(
     photos: Path, tmp_path: Path
 ) -> None:
-    command = [sys.executable, "-m", "dali_pipes.pack", "data=folder", f"data.root={photos}"]
+    command = ["-m", "dali_pipes.pack", "data=folder", f"data.root={photos}"]
     command.append("pack.shard_size_mb=0.3")
 
     def pack_cli(out: Path) -> subprocess.CompletedProcess[str]:
-        run = [*command, f"out={out}"]
+        run = [python(), *command, f"out={out}"]
         return subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
     clean = pack_cli(tmp_path / "clean")
     assert clean.returncode == 0, clean.stderr[-2000:]
     out = tmp_path / "killed"
-    proc = subprocess.Popen(
-        [*command, f"out={out}"],
+    proc = subprocess.Popen(  # a real interpreter: it is the process kill -9 ends
+        [sys.executable, *command, f"out={out}"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
