@@ -31,9 +31,49 @@ def options(group: str) -> list[str]:
 MIXED = "data.sources=[{name: folder, root: /some/where}]"
 
 
-@pytest.mark.parametrize("data", options("data"))
-@pytest.mark.parametrize("backend", options("backend"))
-@pytest.mark.parametrize("augment", options("augment"))
+def every_pair() -> list[tuple[str, str, str]]:
+    """(data, backend, augment) choices in which every pair of options of two groups
+    composes together: each data option with each augment option, the backend turning
+    with both (112 compositions instead of the 336 of every triple). An option's defaults
+    are its own schema, or a choice of one other group (``data=sample`` picks an augment,
+    which a command-line choice overrides), and it interpolates nothing: what options do
+    to each other, two of them do."""
+    datas, backends, augments = options("data"), options("backend"), options("augment")
+    return [
+        (data, backends[(i + j) % len(backends)], augment)
+        for i, data in enumerate(datas)
+        for j, augment in enumerate(augments)
+    ]
+
+
+def test_the_chosen_triples_hold_every_pair_of_options() -> None:
+    chosen = every_pair()
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        pairs = {(t[a], t[b]) for t in chosen}
+        groups = [options(g) for g in ("data", "backend", "augment")]
+        assert pairs == {(x, y) for x in groups[a] for y in groups[b]}
+
+
+def test_an_option_of_these_groups_refers_to_no_other_group() -> None:
+    """What :func:`every_pair` rests on: each option's defaults are its own schema, itself,
+    options of its own group it extends, or one choice of another group each, and it
+    interpolates nothing."""
+    for group in ("data", "backend", "augment"):
+        for name in options(group):
+            text = (config_dir() / group / f"{name}.yaml").read_text()
+            loaded = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+            assert isinstance(loaded, dict)
+            for entry in loaded.get("defaults", []):
+                own = entry == "_self_" or entry in options(group)  # itself, one it extends
+                own = own or str(entry).startswith(f"/schema/{group}/")
+                other = isinstance(entry, dict) and all(
+                    key.startswith("override /") for key in entry
+                )
+                assert own or other, f"{group}/{name}.yaml: {entry}"
+            assert "${" not in text, f"{group}/{name}.yaml interpolates"
+
+
+@pytest.mark.parametrize(("data", "backend", "augment"), every_pair())
 def test_every_config_option_composes_into_a_valid_spec(
     data: str, backend: str, augment: str
 ) -> None:
