@@ -7,14 +7,17 @@ compare before and after a change to a test. Enable it from the repository root 
 ``-p tests.helpers.cputime`` (plugins load before ``tests/`` is on the path)::
 
     .venv/bin/python -m pytest -p tests.helpers.cputime -p no:xdist tests/e2e/test_train.py
-    make test ARGS="-p tests.helpers.cputime --cpu-top=40 --cpu-json=cpu.jsonl"
+    DALI_PIPES_TESTS_COLD=1 make test ARGS="-p tests.helpers.cputime --cpu-json=cpu.jsonl"
 
 and it prints the slowest tests by CPU time at the end (``--cpu-top=N``, default 25), and
 appends each test's figures to ``--cpu-json=PATH`` as it ends (JSON lines: a run stopped
 half-way still leaves what it measured). Under pytest-xdist each
 worker measures its own tests, and the figures reach the controlling process with the
-reports. A session fixture's setup is charged to the first test that needs it (a fixture of
-:mod:`helpers.shared` to the first test of the whole run that needs it).
+reports. A command started from the tests' warm interpreter (helpers/warm.py) is that
+interpreter's child, not the test's: ``DALI_PIPES_TESTS_COLD=1`` charges it to its test
+(and costs each command its start-up again). A session fixture's setup is charged to
+the first test that needs it (a fixture of :mod:`helpers.shared` to the first test of the
+whole run that needs it).
 """
 
 from __future__ import annotations
