@@ -34,10 +34,10 @@ MIXED = "data.sources=[{name: folder, root: /some/where}]"
 def every_pair() -> list[tuple[str, str, str]]:
     """(data, backend, augment) choices in which every pair of options of two groups
     composes together: each data option with each augment option, the backend turning
-    with both (112 compositions instead of the 336 of every triple). An option's defaults
-    are its own schema, or a choice of one other group (``data=sample`` picks an augment,
-    which a command-line choice overrides), and it interpolates nothing: what options do
-    to each other, two of them do."""
+    with both: a third of the compositions of every triple. An option's defaults are its
+    own schema, options of its own group it extends, or a choice of one other group
+    (``data=sample`` picks an augment, which a command-line choice overrides), and it
+    interpolates nothing: what options do to each other, two of them do."""
     datas, backends, augments = options("data"), options("backend"), options("augment")
     return [
         (data, backends[(i + j) % len(backends)], augment)
