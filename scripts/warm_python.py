@@ -3,7 +3,8 @@
 A docs page runs its commands as a reader would, each in a new process, and so do the
 tests (tests/helpers/warm.py). Most of one short command's time on a small machine is
 start-up: importing torch, DALI and dali_pipes, and torch's compiler stack, which the
-first optimizer imports. A warm interpreter imports them once; each ``python -m
+first optimizer imports. A warm interpreter imports them once (what they made frozen out
+of the garbage collector's sight, which DALI calls at every exit); each ``python -m
 dali_pipes.<command>`` is then a process forked from it, with the command's own
 arguments, working directory, environment and standard streams (buffered as a new
 interpreter would buffer them), run as ``python -m`` runs a module, and ended as an
@@ -165,6 +166,7 @@ def _close_this_process() -> None:
 
 def serve(path: str) -> None:
     """Listen on ``path``, import :data:`PRELOAD`, then fork one process per request."""
+    import gc
     import importlib
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -173,6 +175,11 @@ def serve(path: str) -> None:
     for name in PRELOAD:
         with contextlib.suppress(Exception):  # a command that needs it fails as it would
             importlib.import_module(name)
+    # What the imports made lives as long as any command: out of the collector's sight, a
+    # command's collections (DALI's at exit among them) skip it, and do not write to
+    # (copy) the pages it shares with the server.
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the request processes reap themselves
     threading.Thread(target=_end_with, args=(os.getppid(),), daemon=True).start()
     while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 from collections.abc import Iterator
@@ -59,6 +60,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the imports and the collection made lives as long as the run: frozen out of
+    the garbage collector's sight, the full collections made while tests run skip it, and
+    a process forked from this one (a DataLoader's worker) does not copy the pages it
+    shares with this one when it collects."""
+    gc.collect()
+    gc.freeze()
 
 
 #: The ``record_property`` key whose value a test wants printed at the end of the run.

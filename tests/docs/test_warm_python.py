@@ -66,6 +66,9 @@ def run(line: str, folder: Path, env: dict[str, str], stdin: str = "") -> tuple[
         "o.write_through, o.line_buffering, e.write_through, e.line_buffering)'",
         "PYTHONUNBUFFERED= python -c 'import os; print(\"unflushed\"); os.kill(os.getpid(), 9)'"
         " | cat; echo ${PIPESTATUS[0]}",
+        # The garbage a command makes is collected (the server's own objects are frozen).
+        "python -c 'import gc, weakref\nclass A: pass\na = A(); a.me = a; r = weakref.ref(a)"
+        "\ndel a; gc.collect(); print(r() is None)'",
         # What acts at start-up, which a forked command could not see: run cold.
         "PYTHONPATH=lib python -c 'import extra; print(extra.X)'",
         "OMP_NUM_THREADS=3 python -c 'import torch; print(torch.get_num_threads())'",
@@ -92,6 +95,17 @@ def test_a_command_runs_warm_unless_its_start_up_environment_differs(
     assert run(f"PYTHONPATH=lib {PRELOADED}", folder, warm) == (0, "False\n")
     # torchrun's variables for its ranks are read when a rank joins: still warm.
     assert run(f"TORCHELASTIC_RUN_ID=x {PRELOADED}", folder, warm) == (0, "True\n")
+
+
+def test_a_warm_commands_collections_skip_what_the_server_imported(
+    shells: tuple[Path, dict, dict],
+) -> None:
+    """A full collection in a forked command would otherwise walk (and copy) every object
+    the imports made; DALI collects at every exit."""
+    folder, cold, warm = shells
+    frozen = "python -c 'import gc; print(gc.get_freeze_count() > 100_000)'"
+    assert run(frozen, folder, warm) == (0, "True\n")
+    assert run(frozen, folder, cold) == (0, "False\n")
 
 
 def test_a_command_signalled_through_the_shim_ends_as_signalled(
