@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -109,28 +110,35 @@ def torch_backend(dataset: ImageFolder) -> Any:
 def compare(
     dataset: ImageFolder, bound: Bound, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each backend's batches against torchvision's, batch by batch, within ``bound``."""
+    """Each backend's batches against torchvision's, batch by batch, within ``bound``:
+    both backends in step with one pass of the reference."""
     spec = augment_spec(dataset.transform)
     loaders = {
         "dali-cpu": DALIIterator(dataset, batch_size=BATCH, train=False, device="cpu"),
         "torch": torch_backend(dataset),
     }
-    for backend, loader in loaders.items():
-        with loader:
-            worst = Bound(0.0, 0.0, 0.0)
-            count = 0
-            for (ours, labels), (theirs, their_labels) in zip(
-                loader, reference(dataset), strict=True
-            ):
+    worst = dict.fromkeys(loaders, Bound(0.0, 0.0, 0.0))
+    count = 0
+    with ExitStack() as open_loaders:
+        for loader in loaders.values():
+            open_loaders.enter_context(loader)
+        for (theirs, their_labels), *batches in zip(
+            reference(dataset), *loaders.values(), strict=True
+        ):
+            for backend, (ours, labels) in zip(loaders, batches, strict=True):
                 assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
                 assert torch.equal(labels, their_labels)
                 measured = figures(pixels(ours, spec), pixels(theirs, spec))
                 assert bound.admits(measured), f"{backend} batch {count}: {measured} > {bound}"
-                worst = Bound(*(max(a, b) for a, b in zip(worst, measured, strict=True)))
-                count += 1
-            assert count == len(loader)
-        with capsys.disabled():
-            print(f"\ntorchvision parity {name}, {backend}: worst batch {worst} (bound {bound})")
+                worst[backend] = Bound(*map(max, zip(worst[backend], measured, strict=True)))
+            count += 1
+        assert all(count == len(loader) for loader in loaders.values())
+    with capsys.disabled():
+        for backend in loaders:
+            print(
+                f"\ntorchvision parity {name}, {backend}: worst batch {worst[backend]} "
+                f"(bound {bound})"
+            )
 
 
 @pytest.mark.slow
