@@ -208,7 +208,10 @@ def run_blocks(
 
 def _any_command(found: list[Block]) -> bool:
     """Whether a block runs Python (then a warm interpreter saves its imports)."""
-    return any(b.runs and (RUN[b.lang] == "python" or "python " in b.code) for b in found)
+    return any(
+        b.runs and (RUN[b.lang] == "python" or "python " in b.code or "torchrun " in b.code)
+        for b in found
+    )
 
 
 def _run_in(found: list[Block], folder: Path, timeout: float, env: dict[str, str]) -> list[Ran]:

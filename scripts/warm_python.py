@@ -9,15 +9,16 @@ dali_pipes.<command>`` is then a process forked from it, with the command's own
 arguments, working directory, environment and standard streams (buffered as a new
 interpreter would buffer them), run as ``python -m`` runs a module, and ended as an
 interpreter ends (threads joined, ``atexit`` handlers run). The server ends with the
-process that started it, even one killed. ``python -c CODE``, ``python SCRIPT.py`` and
+process that started it, even one killed. ``python -c CODE``, ``python SCRIPT.py``,
 ``python -m torch.distributed.run`` (whose ranks ``--no-python`` with this ``python`` makes
-warm too) go the same way; anything else (other flags, the ``torchrun`` script) runs the
-real interpreter, and so does a command whose environment differs from the server's in a
+warm too), each with ``-u`` or not, and the ``torchrun`` script (with this ``python`` for
+its ranks) go the same way; anything else (other flags) runs the real interpreter, and so
+does a command whose environment differs from the server's in a
 variable that acts when an interpreter or a library starts (:func:`acts_at_start`: the
 import path, OpenMP's threads, ...), which a forked process would not see.
 
-Pieces: :class:`WarmPython` starts the server (``serve``) and writes a ``python`` shim
-into a folder to put first on ``PATH``; the shim hands matching command lines to
+Pieces: :class:`WarmPython` starts the server (``serve``) and writes ``python`` and
+``torchrun`` shims into a folder to put first on ``PATH``; the shim hands matching command lines to
 :func:`client`, which passes its streams to the server over a Unix socket, relays
 ``SIGINT``/``SIGTERM``/``SIGHUP`` to the command and exits with its status.
 """
@@ -63,9 +64,9 @@ START_TIMEOUT = 120.0
 _AT_START = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "LD_", "LC_", "LANG", "TORCH",
              "DALI_", "HYDRA_")  # fmt: skip
 #: Those of them read on use: each command's streams are made anew (``PYTHONUNBUFFERED``);
-#: dali_pipes reads its own when it needs them; torchrun's for its ranks (the elastic
-#: agent's, NCCL's) are read when a rank joins its group.
-_ON_USE = ("PYTHONUNBUFFERED", "DALI_PIPES_", "TORCHELASTIC_", "TORCH_NCCL_")
+#: dali_pipes reads its own when it needs them; torchrun's for its ranks (the python it
+#: starts them with, the elastic agent's, NCCL's) when it starts them or they join.
+_ON_USE = ("PYTHONUNBUFFERED", "PYTHON_EXEC", "DALI_PIPES_", "TORCHELASTIC_", "TORCH_NCCL_")
 _RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -83,18 +84,31 @@ class WarmPython:
         real = sys.executable
         here = Path(__file__).resolve()
         shim = self.bin / "python"
-        modules = "|".join(f'"-m {name}"*' for name in MODULES)
+        matched = [f'"-m {name}"*' for name in MODULES] + ['"-c "*', '*.py" "*', "*.py"]
+        torchrun = Path(real).parent / "torchrun"  # the launcher script beside python
+        if torchrun.is_file():
+            matched.append(f"{shlex.quote(str(torchrun))}*")
+        # `-u` (how torchrun starts its ranks) is passed on, warm or not.
         shim.write_text(
             "#!/bin/sh\n"
-            f'case "$1 $2 " in {modules}|"-c "*|*.py" "*|*.py) warm=1;; *) warm=;; esac\n'
+            'u=; if [ "$1" = -u ]; then u=-u; shift; fi\n'
+            f'case "$1 $2 " in {"|".join(matched)}) warm=1;; *) warm=;; esac\n'
             'if [ -n "$warm" ]; then\n'
             f"  exec {shlex.quote(real)} -I -S {shlex.quote(str(here))} "
-            f'{shlex.quote(str(self.socket))} "$@"\n'
+            f'{shlex.quote(str(self.socket))} $u "$@"\n'
             "fi\n"
-            f'exec {shlex.quote(real)} "$@"\n'
+            f'exec {shlex.quote(real)} $u "$@"\n'
         )
         shim.chmod(0o755)
         (self.bin / "python3").symlink_to("python")
+        if torchrun.is_file():  # the launcher warm, and its ranks (PYTHON_EXEC: their python)
+            launcher = self.bin / "torchrun"
+            launcher.write_text(
+                "#!/bin/sh\n"
+                f'PYTHON_EXEC="${{PYTHON_EXEC:-{shim}}}" exec {shlex.quote(str(shim))} '
+                f'{shlex.quote(str(torchrun))} "$@"\n'
+            )
+            launcher.chmod(0o755)
         started = {k: v for k, v in env.items() if acts_at_start(k)}
         (self.folder / "env.json").write_text(json.dumps(started))
         code = f"import sys; sys.path.insert(0, {str(here.parent)!r}); import warm_python; "
@@ -111,7 +125,7 @@ class WarmPython:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.server.pid, signal.SIGKILL)  # the server and any command left
         self.server.wait()
-        for path in (self.bin / "python3", self.bin / "python", self.socket):
+        for path in (self.bin / "python3", self.bin / "python", self.bin / "torchrun", self.socket):
             path.unlink(missing_ok=True)
         (self.folder / "env.json").unlink(missing_ok=True)
         with contextlib.suppress(OSError):
@@ -244,7 +258,7 @@ def _command(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    _fresh_streams(unbuffered=bool(os.environ.get("PYTHONUNBUFFERED")))
+    _fresh_streams(unbuffered=request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED")))
     random.seed()  # a fresh interpreter's own seeds, not the server's
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
@@ -326,9 +340,10 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
 # ---------------------------------------------------------------------------- client
 
 
-def client(path: str, argv: list[str]) -> int:
-    """Run ``python ARGV`` in the server at ``path``, with this process's streams, folder
-    and environment; relay signals to it; return its exit status."""
+def client(path: str, argv: list[str], unbuffered: bool = False) -> int:
+    """Run ``python ARGV`` (``python -u ARGV``: ``unbuffered``) in the server at ``path``,
+    with this process's streams, folder and environment; relay signals to it; return its
+    exit status."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     deadline = time.monotonic() + START_TIMEOUT
     while True:  # the server binds its socket a moment after it starts
@@ -339,7 +354,8 @@ def client(path: str, argv: list[str]) -> int:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    message = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    request = {"argv": argv, "unbuffered": unbuffered, "cwd": os.getcwd(), "env": dict(os.environ)}
+    message = json.dumps(request).encode()
     socket.send_fds(conn, [struct.pack("!I", len(message)) + message], [0, 1, 2])
     reply = conn.makefile("r")
     pid = int(reply.readline())
@@ -363,11 +379,12 @@ def _same_start(path: str) -> bool:
 
 
 def main() -> None:
-    """The shim's entry: ``warm_python.py SOCKET -m MODULE ARGS`` (or ``-c``, a script).
+    """The shim's entry: ``warm_python.py SOCKET [-u] -m MODULE ARGS`` (or ``-c``, a script).
     A command whose start-up environment differs from the server's runs cold."""
     if not _same_start(sys.argv[1]):
         os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
-    status = client(sys.argv[1], ["python", *sys.argv[2:]])
+    unbuffered = sys.argv[2] == "-u"
+    status = client(sys.argv[1], ["python", *sys.argv[2 + unbuffered :]], unbuffered)
     if status < 0:  # killed by a signal: end the same way, as the shell expects
         if -status != signal.SIGKILL:  # whose handler cannot be set, nor needs to be
             signal.signal(-status, signal.SIG_DFL)

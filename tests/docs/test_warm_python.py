@@ -4,6 +4,7 @@ would: the same output, exit status, arguments, import path, streams and signals
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def run(line: str, folder: Path, env: dict[str, str], stdin: str = "") -> tuple[
         "python -c 'raise ValueError(\"boom\")' 2>&1 | tail -1",
         "python -m dali_pipes.train no_such_key=1",
         "python -m torch.distributed.run --standalone --nproc_per_node=1 script.py a 2>&1",
+        "torchrun --standalone --nproc_per_node=1 script.py a 2>&1",
+        "PYTHONUNBUFFERED= python -u -c 'import sys; print(sys.stdout.write_through)'",
         # Streams buffered as a new interpreter's: by lines on stderr, unbuffered or not
         # as the command's own PYTHONUNBUFFERED says (the server's is set).
         "PYTHONUNBUFFERED= python -c 'import sys; o, e = sys.stdout, sys.stderr; print("
@@ -95,6 +98,12 @@ def test_a_command_runs_warm_unless_its_start_up_environment_differs(
     assert run(f"PYTHONPATH=lib {PRELOADED}", folder, warm) == (0, "False\n")
     # torchrun's variables for its ranks are read when a rank joins: still warm.
     assert run(f"TORCHELASTIC_RUN_ID=x {PRELOADED}", folder, warm) == (0, "True\n")
+    # The ranks the torchrun script starts (`python -u`; more than one would be given
+    # OMP_NUM_THREADS=1, which this server was not: cold), unless PYTHON_EXEC says otherwise.
+    (folder / "preloaded.py").write_text(PRELOADED.split("'")[1])
+    rank = "torchrun --standalone --nproc_per_node=1 preloaded.py"
+    assert run(rank, folder, warm) == (0, "True\n")
+    assert run(rank, folder, dict(warm, PYTHON_EXEC=sys.executable)) == (0, "False\n")
 
 
 def test_a_warm_commands_collections_skip_what_the_server_imported(
