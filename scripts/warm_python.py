@@ -13,14 +13,15 @@ process that started it, even one killed. ``python -c CODE``, ``python SCRIPT.py
 ``python -m torch.distributed.run`` (whose ranks ``--no-python`` with this ``python`` makes
 warm too), each with ``-u`` or not, and the ``torchrun`` script (with this ``python`` for
 its ranks) go the same way; anything else (other flags) runs the real interpreter, and so
-does a command whose environment differs from the server's in a
-variable that acts when an interpreter or a library starts (:func:`acts_at_start`: the
-import path, OpenMP's threads, ...), which a forked process would not see.
+does a command whose environment differs from the server's in a variable that acts when
+an interpreter or a library starts (:func:`acts_at_start`: the import path, OpenMP's
+threads, ...), which a forked process would not see.
 
 Pieces: :class:`WarmPython` starts the server (``serve``) and writes ``python`` and
-``torchrun`` shims into a folder to put first on ``PATH``; the shim hands matching command lines to
-:func:`client`, which passes its streams to the server over a Unix socket, relays
-``SIGINT``/``SIGTERM``/``SIGHUP`` to the command and exits with its status.
+``torchrun`` shims into a folder to put first on ``PATH``; the ``python`` shim hands
+matching command lines to :func:`client`, which passes its streams to the server over a
+Unix socket, relays ``SIGINT``/``SIGTERM``/``SIGHUP`` to the command and exits with its
+status.
 """
 
 from __future__ import annotations
