@@ -48,9 +48,9 @@ def every_pair() -> list[tuple[str, str, str]]:
 
 def test_the_chosen_triples_hold_every_pair_of_options() -> None:
     chosen = every_pair()
+    groups = [options(g) for g in ("data", "backend", "augment")]
     for a, b in ((0, 1), (0, 2), (1, 2)):
         pairs = {(t[a], t[b]) for t in chosen}
-        groups = [options(g) for g in ("data", "backend", "augment")]
         assert pairs == {(x, y) for x in groups[a] for y in groups[b]}
 
 
