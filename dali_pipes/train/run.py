@@ -27,10 +27,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from dali_pipes.augment.spec import AugmentSpec
 from dali_pipes.backends.handover import pixels
 from dali_pipes.config import cli
 from dali_pipes.config.loaders import build_loader, model_device
-from dali_pipes.config.specs import one_view, seed_of
+from dali_pipes.config.specs import one_view, seed_of, to_spec
 from dali_pipes.config.trainer import TrainerSpec
 from dali_pipes.data import files
 from dali_pipes.data.manifest import write_manifest
@@ -85,8 +86,15 @@ def _with_loader_memory_format(cfg: DictConfig, channels_last: bool) -> DictConf
     """``cfg`` with ``augment.channels_last`` on when the trainer wants channels_last, so
     the loader produces that layout (DALI writes NHWC memory; the torch and synthetic
     backends convert where they normalise) and the loop's conversion is a no-op instead of
-    a copy of every batch. An ``augment.channels_last: true`` of the config stays on."""
+    a copy of every batch. An ``augment.channels_last: true`` of the config stays on.
+
+    Not when a split's images keep sizes of their own (a detector's, each image whole):
+    such a batch is a list of ``[3, H, W]`` tensors, which has no memory format to ask
+    for; the model is still channels_last and takes them as they are."""
     if not channels_last or "augment" not in cfg or cfg.augment.get("channels_last", False):
+        return cfg
+    augment = to_spec(cfg.augment, AugmentSpec)
+    if augment.own_sizes(True) or augment.own_sizes(False):
         return cfg
     cfg = copy.deepcopy(cfg)
     cfg.augment.channels_last = True

@@ -91,6 +91,23 @@ def test_each_segmenter_trains_a_step_and_is_scored_by_mean_iou(
     assert "done: 1 epochs | val_miou " in last
 
 
+@pytest.mark.parametrize(
+    ("task", "model", "loader_layout"),
+    [("detection", "small_detector", False), ("segmentation", "small_segmenter", True)],
+)
+def test_channels_last_as_on_a_gpu_trains_whether_or_not_the_loader_can_give_it(
+    task: str, model: str, loader_layout: bool, data_root: Path, tmp_path: Path
+) -> None:
+    """``trainer.channels_last=on``, what ``auto`` picks on a GPU: a detector's images keep
+    their own sizes (a list, which has no memory format), so its loader is not asked for
+    channels_last and the model still is; a segmenter's batch is one tensor, asked for."""
+    row = one_step(task, model, data_root, tmp_path, "trainer.channels_last=on")
+    assert math.isfinite(row["train_loss"])
+    assert ", channels_last;" in (tmp_path / "train.log").read_text()
+    saved = (tmp_path / "config.yaml").read_text()
+    assert f"channels_last: {str(loader_layout).lower()}" in saved
+
+
 @pytest.mark.parametrize("task", ["detection", "segmentation"])
 def test_doctor_measures_a_detector_or_segmenter_fed_and_on_a_replayed_batch(
     task: str, data_root: Path, tmp_path: Path
