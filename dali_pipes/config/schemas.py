@@ -86,7 +86,7 @@ class ScanSpec:
 
     splits: tuple[str, ...] = SPLITS
     out: str = "outputs/scan/bad_files.csv"
-    workers: int | None = None  # null = all cores
+    workers: int | None = None  # null = all cores (fewer than 256 files: this process)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "splits", tuple(self.splits))

@@ -6,11 +6,11 @@ full decode by every decoder the configured run uses: libjpeg-turbo via torchvis
 ``backend=dali`` DALI's own CPU decoder and, where the run decodes on a GPU, nvJPEG, each
 with the graph's own options (:meth:`~dali_pipes.backends.dali.graph.DaliGraph.decode`):
 the decoders disagree on some files (junk before a JPEG frame header passes libjpeg-turbo,
-not DALI). On all cores with a progress bar. The summary goes to stdout and the bad files,
-each with its reason, to a manifest (``scan.out``); pass it back as
-``data.exclude=<manifest>`` and the loaders leave those files out before sharding, so every
-rank still sees the same number of samples and a run with ``data.on_error=raise`` meets no
-decoder error.
+not DALI). On all cores with a progress bar (fewer than 256 files: in this process). The
+summary goes to stdout and the bad files, each with its reason, to a manifest
+(``scan.out``); pass it back as ``data.exclude=<manifest>`` and the loaders leave those
+files out before sharding, so every rank still sees the same number of samples and a run
+with ``data.on_error=raise`` meets no decoder error.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import collections
 import copy
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ _probes: dict[int, Probe] = {}  # this worker process's DALI decoders, built onc
 _work: tuple[list[Source], Decoders] | None = None
 #: Samples a worker reads per call (a Parquet row group, neighbouring shard members).
 CHUNK = 16
+#: Fewer files than this are checked in this process when ``scan.workers`` is null: they
+#: take less time than a pool's workers take to start.
+POOL_FROM = 256
 
 
 def check_file(path: str, decoders: Decoders | int) -> str:
@@ -100,6 +104,28 @@ def check_blob(blob: Blob, path: str, decoders: Decoders | int) -> str:
 
 def _no_hint(kind: str) -> str:
     return f"a {kind} failure while checking files: run the scan again"
+
+
+def _checked(
+    todo: list[tuple[int, list[int]]], workers: int, sources: list[Source], decoders: Decoders
+) -> Iterator[list[tuple[str, str]]]:
+    """Each chunk of ``todo`` checked (:func:`_check`), by a pool of ``workers`` processes,
+    or by this one for a single worker: a pool's workers fork from a fresh interpreter
+    that imports torch first, seconds of CPU before the first file."""
+    global _work
+    if workers > 1:
+        preload = [__name__, "torchvision.io"]
+        with fresh_pool(workers, preload, _start_worker, (sources, decoders)) as pool:
+            yield from pool.imap_unordered(_check, todo)
+        return
+    threads = torch.get_num_threads()  # check_blob sets one thread, as in a worker
+    _start_worker(sources, decoders)
+    try:
+        yield from map(_check, todo)
+    finally:
+        _work = None
+        _probes.clear()  # this process's DALI decoders, built for this scan
+        torch.set_num_threads(threads)
 
 
 def _start_worker(sources: list[Source], decoders: Decoders) -> None:
@@ -161,14 +187,10 @@ def run_scan(cfg: DictConfig) -> dict[str, Any]:
         if isinstance(source, Rejects):
             files.update(dict(source.rejected))
     decoders = decoders_for(cfg, data)
-    workers = scan.workers or cpu_share()
     total = sum(len(chunk) for _, chunk in todo)
-    preload = [__name__, "torchvision.io"]
-    with (
-        fresh_pool(workers, preload, _start_worker, (sources, decoders)) as pool,
-        tqdm(total=total, desc="scan", unit="file", disable=None) as bar,
-    ):
-        for checked in pool.imap_unordered(_check, todo):
+    workers = scan.workers or (cpu_share() if total >= POOL_FROM else 1)
+    with tqdm(total=total, desc="scan", unit="file", disable=None) as bar:
+        for checked in _checked(todo, min(workers, len(todo)), sources, decoders):
             files.update(checked)
             bar.update(len(checked))
     bad = {path: reason for path, reason in files.items() if reason}

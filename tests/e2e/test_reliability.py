@@ -277,6 +277,48 @@ def test_a_scan_manifest_removes_bad_files_before_sharding(
         assert loader.skipped == 0
 
 
+def test_a_small_scan_checks_in_this_process_and_finds_what_a_pool_of_workers_finds(
+    mixed_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under 256 files (and ``scan.workers`` null) no pool starts: its workers would cost
+    more than the files. The reasons are the same either way, and this process keeps its
+    torch threads (a worker checks with one)."""
+    from dali_pipes.tools import scan
+
+    pools: list[int] = []
+    real_pool = scan.fresh_pool
+
+    def counted(processes: int, *args: Any) -> Any:
+        pools.append(processes)
+        return real_pool(processes, *args)
+
+    monkeypatch.setattr(scan, "fresh_pool", counted)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        reports = [
+            run_scan(
+                compose_config(
+                    [
+                        "data=folder",
+                        f"data.root={mixed_tree}",
+                        f"scan.out={tmp_path / name}",
+                        *extra,
+                    ],
+                    config_name="scan",
+                )
+            )
+            for name, extra in (("here.csv", []), ("pool.csv", ["scan.workers=2"]))
+        ]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert pools == [2]
+    here, pool = reports
+    assert here["bad_files"] == pool["bad_files"] and len(here["bad_files"]) == len(BAD)
+    assert here["files"] == pool["files"] < scan.POOL_FROM
+
+
 def test_a_header_claiming_65535_by_65535_pixels_is_refused_before_decoding(corner: Path) -> None:
     data = (corner / "huge_header" / "jd__max_size.jpg").read_bytes()
     with pytest.raises(DataError, match=r"data\.max_pixels=100000000"):
