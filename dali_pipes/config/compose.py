@@ -23,6 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from dali_pipes.augment.spec import AugmentSpec
+from dali_pipes.config.overrides import assign, split
 from dali_pipes.config.schemas import config_dir, register
 from dali_pipes.config.specs import check_augment, config_error, to_spec
 from dali_pipes.errors import ConfigError
@@ -64,7 +65,8 @@ class _Compositions:
     entry holds on to the nodes it was made with, so no later node can take the identity
     of one of them). A changed file or node is a miss and composes afresh. A failed
     composition is not kept; checks that depend on registries (:func:`check_augment`)
-    run on every copy given out."""
+    run on every copy given out. What is kept is the composition of the overrides that
+    choose configs; the plain values are set on each copy."""
 
     KEPT = 256
 
@@ -73,8 +75,19 @@ class _Compositions:
         self._lock = threading.Lock()
 
     def get(self, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
-        """The composition of ``config_name`` with ``overrides``, made or kept."""
+        """The composition of ``config_name`` with ``overrides``: of those that choose what
+        is composed, made or kept, then the plain ``key=value`` ones set as Hydra sets them
+        (:mod:`dali_pipes.config.overrides`), so that a new data root or output folder
+        does not read and merge every file again."""
         root = config_dir()
+        composed, plain = split(root, overrides)
+        cfg = self._composed(root, config_name, composed)
+        assign(cfg, plain)
+        return cfg
+
+    def _composed(self, root: Path, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
+        """The composition of ``config_name`` with ``overrides`` (under ``root``), made or
+        kept."""
         nodes = _store_nodes(ConfigStore.instance().repo)
         key = (str(root), config_name, overrides, _files(root), tuple(id(n) for n in nodes))
         with self._lock:
