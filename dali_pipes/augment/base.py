@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 import numpy as np
 
+from dali_pipes.augment.unconverted import unconverted
 from dali_pipes.errors import ConfigError, require
 from dali_pipes.registry import Registry
 
@@ -82,10 +83,12 @@ class Context:
         """The GPU's realisation: on the GPU, or its CPU twin."""
         return self.gpu or self.twin
 
+    @unconverted
     def operand(self, node: Any) -> Any:
         """A fed parameter as an arithmetic operand next to the images."""
         return node.gpu() if self.gpu else node
 
+    @unconverted
     def constant(self, array: np.ndarray) -> Any:
         """A constant tensor on the images' device."""
         from nvidia.dali import types

@@ -20,9 +20,10 @@ torchvision on real photos, the pieces here agree exactly or to one grey level o
 fraction of a percent of the values (PyTorch fuses a multiply-add where DALI rounds twice);
 the exceptions are stated where they are.
 
-Parameters arrive as DataNodes fed from NumPy (already combined where torchvision combines
-Python floats in double precision, e.g. ``1 - factor``), so both backends use the same
-float32 values.
+None has an ``if`` on a DataNode, so AutoGraph calls them as they are
+(:mod:`~dali_pipes.augment.unconverted`). Parameters arrive as DataNodes fed from NumPy
+(already combined where torchvision combines Python floats in double precision, e.g.
+``1 - factor``), so both backends use the same float32 values.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from typing import Any
 import numpy as np
 
 from dali_pipes.augment.base import Context
+from dali_pipes.augment.unconverted import unconverted
 from dali_pipes.errors import DaliPipesError
 
 # torchvision's grayscale weights (_rgb_to_grayscale_image).
 _LUMA = np.array([[[0.2989, 0.587, 0.114]]], dtype=np.float32)
 
 
+@unconverted
 def pixels(images: Any) -> Any:
     """uint8 images (a decoder's or resize's output) as pixels."""
     from nvidia.dali import fn, types
@@ -45,6 +48,7 @@ def pixels(images: Any) -> Any:
     return fn.cast(images, dtype=types.FLOAT)
 
 
+@unconverted
 def truncate(x: Any, low: bool = True) -> Any:
     """float -> pixels as torchvision's ``clamp_(0, 255).to(uint8)``: clamp, then floor.
 
@@ -56,6 +60,7 @@ def truncate(x: Any, low: bool = True) -> Any:
     return dmath.floor(dmath.max(top, 0.0) if low else top)
 
 
+@unconverted
 def blend(images: Any, other: Any, ratio: Any, inv: Any) -> Any:
     """torchvision ``_blend``: ``images * ratio + other * (1 - ratio)``, clamped, truncated.
 
@@ -64,6 +69,7 @@ def blend(images: Any, other: Any, ratio: Any, inv: Any) -> Any:
     return truncate(images * ratio + other * inv)
 
 
+@unconverted
 def gray(images: Any, ctx: Context) -> Any:
     """Luma as float32 ``[H, W]`` (before torchvision's conversion back to an integer):
     one weighted reduction over the channels instead of three channel slices."""
@@ -72,6 +78,7 @@ def gray(images: Any, ctx: Context) -> Any:
     return fn.reductions.sum(images * ctx.constant(_LUMA), axes=[2])
 
 
+@unconverted
 def grayscale(images: Any, ctx: Context) -> Any:
     """``rgb_to_grayscale(images, num_output_channels=3)``."""
     from nvidia.dali import fn
@@ -81,11 +88,13 @@ def grayscale(images: Any, ctx: Context) -> Any:
     return fn.stack(luma, luma, luma, axis=2, axis_name="C")
 
 
+@unconverted
 def brightness(images: Any, factor: Any) -> Any:
     """``adjust_brightness``: a blend with black."""
     return truncate(images * factor, low=False)
 
 
+@unconverted
 def saturation(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     """``adjust_saturation``: a blend with the floored grayscale image."""
     from nvidia.dali import fn
@@ -95,6 +104,7 @@ def saturation(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     return blend(images, luma, factor, inv)
 
 
+@unconverted
 def contrast(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     """``adjust_contrast``: a blend with the mean of the floored grayscale image."""
     from nvidia.dali import fn
@@ -103,6 +113,7 @@ def contrast(images: Any, factor: Any, inv: Any, ctx: Context) -> Any:
     return blend(images, fn.reductions.mean(dmath.floor(gray(images, ctx))), factor, inv)
 
 
+@unconverted
 def hue(images: Any, shift: Any) -> Any:
     """``adjust_hue``: RGB -> HSV, hue + shift (mod 1), HSV -> RGB, all in float32.
 
@@ -143,8 +154,8 @@ def hue(images: Any, shift: Any) -> Any:
 
     def pick(choices: list[Any]) -> Any:
         total = masks[0] * choices[0]
-        for k in range(1, 6):  # no zip(): AutoGraph converts this and its zip takes no strict=
-            total = total + masks[k] * choices[k]
+        for mask, choice in zip(masks[1:], choices[1:], strict=True):
+            total = total + mask * choice
         return total
 
     red = pick([value, q, p, p, t, value])
@@ -154,6 +165,7 @@ def hue(images: Any, shift: Any) -> Any:
     return truncate(rgb * np.float32(255.0 + 1.0 - 1e-3), low=False)  # to_dtype(uint8)
 
 
+@unconverted
 def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
     """``adjust_sharpness``: blend with the rounded 3x3 smoothing filter, border kept.
 
@@ -174,6 +186,7 @@ def sharpness(images: Any, inv: Any, ctx: Context) -> Any:
     return truncate(images + (blurred - images) * (inv * interior))
 
 
+@unconverted
 def posterize(images: Any, step: Any) -> Any:
     """``posterize``: keep the high bits, i.e. round down to a multiple of ``step`` =
     2 ** (8 - bits) (exact on whole numbers in float32)."""
@@ -182,16 +195,19 @@ def posterize(images: Any, step: Any) -> Any:
     return dmath.floor(images / step) * step
 
 
+@unconverted
 def solarize(images: Any, threshold: Any) -> Any:
     """``solarize``: invert the values at or above ``threshold``."""
     return images + (images >= threshold) * (255.0 - 2.0 * images)
 
 
+@unconverted
 def invert(images: Any) -> Any:
     """``invert``: 255 minus each value."""
     return 255.0 - images
 
 
+@unconverted
 def autocontrast(images: Any) -> Any:
     """``autocontrast``: stretch each channel's [min, max] to [0, 255] (flat ones kept)."""
     from nvidia.dali import fn
@@ -205,6 +221,7 @@ def autocontrast(images: Any) -> Any:
     return truncate((images - lo) / inv_scale, low=False)
 
 
+@unconverted
 def equalize(images: Any) -> Any:
     """Histogram equalisation per channel, in the GPU's realisation (on the GPU or its CPU
     twin): DALI's ``fn.equalize``.
@@ -240,6 +257,7 @@ def cpu_kernel(what: str, *inputs: Any, **options: Any) -> Any:
     return fn.python_function(*inputs, device="cpu", **options)
 
 
+@unconverted
 def affine(images: Any, matrix: Any, interpolation: str, fill: int) -> Any:
     """Warp by ``matrix`` (2x3, output pixel corner coordinates -> input) with ``fill``.
 

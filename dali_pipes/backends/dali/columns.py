@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from dali_pipes.augment.unconverted import unconverted
+
 #: A view's geometry columns, in order, with their NumPy dtype; each is ``[n, 2]``. The
 #: window is in source pixels (a plain split: where the image is decoded), or for a split
 #: with views in the shared decode window's pixels.
@@ -254,6 +256,7 @@ def _view(columns: Sequence[Any]) -> View:
     return View(anchor, shape, roi_start, roi_end, out, tuple(columns[len(GEOMETRY) :]))
 
 
+@unconverted
 def dali_type(dtype: str) -> Any:
     """DALI's type for a NumPy dtype name."""
     from nvidia.dali import types
