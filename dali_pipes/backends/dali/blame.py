@@ -124,8 +124,8 @@ class Probe:
             )
         except Exception as exc:
             built = self._pipe is not None
-            lifecycle.let_go(self._pipe)
-            self._pipe = None
+            lifecycle.end(self._pipe, exc)
+            self._pipe = None  # its last reference: DALI shuts it down here, not with the error
             kind = failure_kind(exc)
             if kind in ("memory", "device"):
                 exc.add_note(self.hint(kind))

@@ -3,13 +3,15 @@
 Loaders holding a pipeline are closed at interpreter exit before DALI shuts its pipelines
 down (:func:`opened`). Pipelines of loaders the garbage collector found on a thread other
 than the one that built them (:func:`orphan`) are released on a thread of the program's
-own, at the next build, close or exit (:func:`release_orphans`).
+own, at the next build, close or exit (:func:`release_orphans`). A pipeline that failed is
+destroyed where it failed, before its error reaches the caller (:func:`end`).
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import traceback
 import weakref
 from typing import Any, Protocol
 
@@ -100,6 +102,40 @@ def let_go(pipe: Any) -> None:
     if pipe is not None:
         with _orphans_lock:
             _held.pop(id(pipe), None)
+
+
+def end(pipe: Any, error: BaseException) -> None:
+    """Make ``pipe``, which failed with ``error``, end with its holder's reference, which
+    the caller drops next, on its own thread (it holds no other reference).
+
+    A failed pipeline is never run again, but its error's traceback holds it (DALI's
+    frames, and the loader's), and whoever catches the error may keep it for long
+    (``pytest.raises``, a retry loop, a logged exception). The pipeline would then be
+    destroyed whenever the error is: by the garbage collector, on whatever thread it runs,
+    one of this very pipeline's threads included, still resizing the batches prefetched
+    before the failure. DALI's shutdown there joins the thread it runs on ("Resource
+    deadlock avoided") and the process aborts. So the locals of the error's finished
+    frames are cleared (the traceback keeps its files, lines and functions, not their
+    variables) and the pipeline is no longer held: when its holder lets it go, DALI shuts
+    it down there."""
+    _clear_frames(error)
+    let_go(pipe)
+
+
+def _clear_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames of ``error``'s traceback and of the
+    tracebacks of the errors it chains to (a frame still running is left as it is)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        pending += [exc.__cause__, exc.__context__]
+        if isinstance(exc, BaseExceptionGroup):
+            pending += list(exc.exceptions)
 
 
 def orphan(pipe: Any) -> None:

@@ -183,9 +183,10 @@ class DaliLoader(Loader):
             except GeneratorExit:  # the consumer stopped early: drained below, pipeline kept
                 raise
             except Exception as exc:
-                # A pipeline does not recover from an error: it is rebuilt for what follows.
-                lifecycle.let_go(self._pipe)
-                self._pipe = None
+                # A pipeline does not recover from an error: ended here, rebuilt for what follows
+                pipe = outputs = None
+                lifecycle.end(self._pipe, exc)
+                self._pipe = None  # its last reference: DALI shuts it down here
                 kind = failure_kind(exc)
                 suspects = list(self._feed.in_flight)
                 if kind in ("memory", "device"):
@@ -193,10 +194,10 @@ class DaliLoader(Loader):
                 if kind != "data" or not suspects:
                     raise
                 why = reason(exc)
-                # Kept without its traceback, which holds the failed pipeline's memory.
-                failure = exc.with_traceback(None)
-            except BaseException:
-                lifecycle.let_go(self._pipe)
+                failure = exc.with_traceback(None)  # DALI's frames say nothing to a user
+            except BaseException as exc:
+                pipe = outputs = None
+                lifecycle.end(self._pipe, exc)
                 self._pipe = None
                 raise
             finally:
@@ -209,8 +210,7 @@ class DaliLoader(Loader):
                     pipe.reset()
                 self._feed.stop()
             # DALI stopped on a batch: find the file its decoder rejects, outside the
-            # handler, so the failed pipeline (held by the error's traceback) is freed.
-            pipe = outputs = None
+            # handler, so that what the search raises does not chain to DALI's error.
             position = self._blame(failure, why, suspects)
 
     def _blame(self, failure: Exception, why: str, suspects: list[InFlight]) -> int:

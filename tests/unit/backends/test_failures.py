@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,44 @@ def test_a_loader_collected_on_another_thread_leaves_its_probes_pipeline_to_its_
     dali_lifecycle.release_orphans()  # here, on a thread of the program's own
     assert not orphans
     loader.close()
+
+
+@pytest.mark.parametrize("where", ["header", "decoder"])
+def test_a_failed_pipeline_is_destroyed_before_its_error_reaches_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The error a DALI loader raises holds no pipeline, however long the caller keeps it.
+
+    Held by the error's traceback, the failed pipeline was destroyed whenever the error was
+    collected: ``make test`` aborted ("Resource deadlock avoided") when the collector ran
+    on one of that pipeline's own threads, still resizing its prefetched batches. A file
+    that is not an image fails in the feed, inside DALI's ``schedule_run``; one whose
+    header reads fine fails in DALI's decoder, and the search for it runs the probe's
+    pipeline, which fails too."""
+    small_tree(tmp_path, {"a": 4})
+    bad = tmp_path / "a" / "1b_bad.jpg"
+    bad.write_bytes(b"not an image at all" if where == "header" else scanless_jpeg())
+    built: list[weakref.ref[Any]] = []
+    hold = dali_lifecycle.hold
+
+    def watched(pipe: Any) -> Any:
+        built.append(weakref.ref(pipe))
+        return hold(pipe)
+
+    monkeypatch.setattr(dali_lifecycle, "hold", watched)
+    loader = loader_for(tmp_path)
+    with pytest.raises(DataError) as kept:  # kept, as a caller may keep it
+        list(loader)
+    assert str(bad) in one_line(kept)
+    main, *probes = built
+    assert main() is None, "the loader's failed pipeline outlived the failure"
+    if where == "decoder":  # the probe's first pipeline failed on the file; a new one goes on
+        assert len(probes) == 2 and probes[0]() is None, "the probe's failed pipeline lived on"
+    else:
+        assert not probes
+    assert kept.traceback[-1].frame.code.name, "the traceback still says where"
+    loader.close()
+    assert all(pipe() is None for pipe in built)
 
 
 @pytest.mark.parametrize("roi", [True, False])
