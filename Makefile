@@ -72,6 +72,12 @@ define pytest_beside_mypy
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 endef
 
+# The tests write the bytecode of the project's and their own modules (into __pycache__,
+# ignored by git) even where PYTHONDONTWRITEBYTECODE is set, as Python's images set it:
+# each pytest worker, warm interpreter and command imports them anew, and compiling them
+# every time cost the run about 57 CPU-seconds.
+test test-quick: export PYTHONDONTWRITEBYTECODE :=
+
 test: $(STAMP) $(PEERS_STAMP) browser jpegtran
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
