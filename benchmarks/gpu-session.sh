@@ -19,7 +19,7 @@
 # tests/e2e/test_gpu_session.py runs the tests stage so, and cut short.
 #
 # Usage: bash benchmarks/gpu-session.sh [stage ...]   (default: setup selfcheck tests memory
-#   bench doctor train; optional: extra sweep). Variables (defaults): LOGS (/tmp/gpu-session),
+#   bench doctor train; optional: extra sweep detect). Variables (defaults): LOGS (/tmp/gpu-session),
 #   OUT (the device's $OUT, else $LOGS.out), BUDGET (440 s: the call's 480 less DALI's
 #   install), PHOTOS/CORNER (.gpu/data/...), DATA (/tmp/imagenet-like), COPIES (24), BATCH
 #   (256), WORKERS (6 xdist workers), TEST_TIMEOUT (200 s a test), GPU_TESTS (where the
@@ -63,7 +63,7 @@ export DALI_PIPES_PHOTOS=$PHOTOS DALI_PIPES_CORNER=$CORNER
 PY=${PY:-python3}
 # Each stage's time box in seconds (BOX_TESTS=... overrides), within the call's BUDGET.
 declare -A BOX=([setup]=45 [selfcheck]=80 [tests]=240 [memory]=60 [bench]=75 [doctor]=45
-  [train]=60 [extra]=90 [sweep]=120)
+  [train]=60 [extra]=90 [sweep]=120 [detect]=60)
 data=(data=imagenet "data.root=$DATA" "data.batch_size=$BATCH")
 if [ "$DRY_RUN" = 1 ]; then
   timing=(bench.min_images=32 bench.warmup_images=8 bench.repeats=1)
@@ -199,6 +199,16 @@ stage_sweep() {
   done | tee "$LOGS/sweep.log"
 }
 
+stage_detect() {
+  # issue 49: a detector's steps per second fed by the loader against on a replayed batch
+  # (doctor's "fed vs synthetic"): Faster R-CNN (ResNet-50 FPN, no weights) on the sample
+  # objects, task=detection's data and recipe
+  local model=(model=fasterrcnn_resnet50_fpn)
+  [ "$DRY_RUN" = 1 ] && model=(data.train_images=16 doctor.steps=3 doctor.warmup_steps=1)
+  logged "$LOGS/doctor-detection.log" "^(model|  )" "$PY" -m dali_pipes.doctor task=detection \
+    "${model[@]}" doctor.tune=false doctor.placements=false "doctor.out_dir=$LOGS/doctor-detection"
+}
+
 # --------------------------------------------------------------------------- the driver
 
 if [ "${1:-}" = _stage ]; then  # one stage, in a process of its own under `timeout`
@@ -224,7 +234,7 @@ echo "=== session $(date -u +%FT%TZ) at commit $DALI_PIPES_COMMIT, budget $BUDGE
   | tee -a "$LOGS/stages.txt"
 for stage in $stages; do  # every name checked before anything runs
   if ! declare -F "stage_$stage" >/dev/null; then
-    echo "unknown stage $stage (setup selfcheck tests memory bench doctor train extra sweep)"
+    echo "unknown stage $stage (setup selfcheck tests memory bench doctor train extra sweep detect)"
     exit 2
   fi
 done
